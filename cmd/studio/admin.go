@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"studio/models"
+)
+
+// newAdminCmd builds `studio admin <action>` from the same action list that POST /api/admin dispatches.
+func newAdminCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "admin",
+		Short: "run a platform administration action directly against the database",
+	}
+	addConfigFlags(cmd.PersistentFlags())
+	// The action list needs no database: build it from an App without one, just to read names and params.
+	for _, action := range adminActionCatalogue() {
+		action := action
+		sub := &cobra.Command{
+			Use:   action.Name,
+			Short: action.Summary,
+			Args:  cobra.NoArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				body := map[string]any{"action": action.Name}
+				for _, p := range action.Params {
+					f := c.Flags().Lookup(p.Name)
+					if !f.Changed {
+						if p.Required {
+							return fmt.Errorf("--%s is required", p.Name)
+						}
+						continue
+					}
+					v, err := parseParam(p, f.Value.String())
+					if err != nil {
+						return fmt.Errorf("--%s: %v", p.Name, err)
+					}
+					body[p.Name] = v
+				}
+				return runAdmin(c, body)
+			},
+		}
+		for _, p := range action.Params {
+			sub.Flags().String(p.Name, "", p.Usage)
+		}
+		cmd.AddCommand(sub)
+	}
+	return cmd
+}
+
+func parseParam(p models.AdminParam, s string) (any, error) {
+	switch p.Type {
+	case "int":
+		return strconv.ParseInt(s, 10, 64)
+	case "float":
+		return strconv.ParseFloat(s, 64)
+	case "bool":
+		return strconv.ParseBool(s)
+	}
+	return s, nil
+}
+
+func runAdmin(c *cobra.Command, body map[string]any) error {
+	cfg, err := loadConfig(c.Flags())
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	svc, err := openService(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	raw, _ := json.Marshal(body)
+	out, err := svc.App.Admin.Run(ctx, raw)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// adminActionCatalogue lists the administrator actions for the command tree, from an App with no database.
+func adminActionCatalogue() []models.AdminAction {
+	return models.NewAdminActions(nil).List()
+}

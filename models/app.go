@@ -1,0 +1,112 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// App is the core: the database, the configuration and the rules that change entities.
+// The surfaces (rest, graph, web) and the workers (jobs) call its methods.
+type App struct {
+	DB     *DB
+	Config Config
+	Secret []byte
+	Sealer *Sealer
+	Admin  *AdminActions
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+	// Enqueue puts asynchronous work on the durable queue inside the caller's transaction; set by jobs.
+	Enqueue func(tx *gorm.DB, work Work) error
+	// Notify announces a change of a job or video task to subscribers on every replica; set by jobs.
+	Notify func(ctx context.Context, topic, id string)
+	// ValidateBinding checks a tenant binding names a known family or channel; set by jobs.
+	ValidateBinding func(model string) error
+}
+
+// Work is a unit of asynchronous work to enqueue: an image job, a callback delivery, a video poll.
+type Work struct {
+	Kind  string // "image_job", "image_to_template", "callback", "video_task"
+	ID    string
+	Delay time.Duration
+}
+
+// NewApp loads (or creates once) the service secret and returns the core over an open, migrated database.
+func NewApp(ctx context.Context, db *DB, cfg Config) (*App, error) {
+	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }}
+	secret := cfg.Secret
+	if secret == "" {
+		var err error
+		secret, err = a.settingOrCreate(ctx, "service_secret", func() string { return RandomString(48, keyAlphabet) })
+		if err != nil {
+			return nil, err
+		}
+	}
+	a.Secret = []byte(secret)
+	a.Sealer = NewSealer(a.Secret)
+	a.Admin = NewAdminActions(a)
+	a.Enqueue = func(*gorm.DB, Work) error { return nil }
+	a.Notify = func(context.Context, string, string) {}
+	return a, nil
+}
+
+// settingOrCreate returns a setting, storing make() first when it is absent; concurrent replicas agree on one value.
+func (a *App) settingOrCreate(ctx context.Context, key string, make func() string) (string, error) {
+	s := Setting{Key: key, Value: make(), UpdatedAt: a.Now()}
+	if err := a.DB.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&s).Error; err != nil {
+		return "", fmt.Errorf("settings: store %s: %w", key, err)
+	}
+	var got Setting
+	if err := a.DB.WithContext(ctx).First(&got, "key = ?", key).Error; err != nil {
+		return "", fmt.Errorf("settings: read %s: %w", key, err)
+	}
+	return got.Value, nil
+}
+
+// setting returns a stored setting, or "" when absent.
+func (a *App) setting(ctx context.Context, key string) (string, error) {
+	var got Setting
+	err := a.DB.WithContext(ctx).First(&got, "key = ?", key).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", nil
+	}
+	return got.Value, err
+}
+
+// EnsureAdminKey makes sure a platform administrator key exists. It returns the plaintext only when it
+// was created now (first start, no SERVICE_ADMIN_KEY), so that the caller prints it once.
+func (a *App) EnsureAdminKey(ctx context.Context) (string, error) {
+	if a.Config.AdminKey != "" {
+		return "", nil
+	}
+	fresh := NewAPIKey()
+	stored, err := a.settingOrCreate(ctx, "admin_key_hash", func() string { return HashKey(fresh) })
+	if err != nil {
+		return "", err
+	}
+	if stored == HashKey(fresh) {
+		return fresh, nil
+	}
+	return "", nil
+}
+
+// RotateAdminKey replaces the stored administrator key and returns the new plaintext.
+func (a *App) RotateAdminKey(ctx context.Context) (string, error) {
+	fresh := NewAPIKey()
+	err := a.DB.WithContext(ctx).Save(&Setting{Key: "admin_key_hash", Value: HashKey(fresh), UpdatedAt: a.Now()}).Error
+	if err != nil {
+		return "", fmt.Errorf("settings: rotate admin key: %w", err)
+	}
+	slog.Warn("platform administrator key rotated")
+	return fresh, nil
+}
+
+// Tx runs fn in one database transaction.
+func (a *App) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return a.DB.WithContext(ctx).Transaction(fn)
+}

@@ -1,0 +1,94 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Migration is one forward-only schema step.
+type Migration struct {
+	Version int
+	Name    string
+	Up      func(tx *gorm.DB) error
+}
+
+// Migrations is the ordered list of schema steps; append, never edit a released one.
+var Migrations = []Migration{
+	{1, "initial schema", func(tx *gorm.DB) error { return tx.AutoMigrate(AllEntities()...) }},
+}
+
+type schemaMigration struct {
+	Version   int `gorm:"primaryKey;autoIncrement:false"`
+	Name      string
+	AppliedAt time.Time
+}
+
+func (schemaMigration) TableName() string { return "schema_migrations" }
+
+// migrationLockKey is the PostgreSQL advisory lock that serialises replicas starting at once.
+const migrationLockKey = 7_246_310_001
+
+// Migrate applies pending migrations and then the extra steps (the queue's schema), all under one lock
+// so that replicas starting together migrate once.
+func Migrate(ctx context.Context, db *DB, extra ...func(ctx context.Context) error) error {
+	unlock, err := db.lockMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := db.WithContext(ctx).AutoMigrate(&schemaMigration{}); err != nil {
+		return fmt.Errorf("migrate: schema_migrations: %w", err)
+	}
+	var applied []int
+	if err := db.WithContext(ctx).Model(&schemaMigration{}).Pluck("version", &applied).Error; err != nil {
+		return fmt.Errorf("migrate: read versions: %w", err)
+	}
+	done := map[int]bool{}
+	for _, v := range applied {
+		done[v] = true
+	}
+	for _, m := range Migrations {
+		if done[m.Version] {
+			continue
+		}
+		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := m.Up(tx); err != nil {
+				return err
+			}
+			return tx.Create(&schemaMigration{Version: m.Version, Name: m.Name, AppliedAt: time.Now().UTC()}).Error
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: version %d (%s): %w", m.Version, m.Name, err)
+		}
+		slog.Info("migration applied", "version", m.Version, "name", m.Name)
+	}
+	for _, step := range extra {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockMigrations takes a session advisory lock on PostgreSQL; SQLite has a single writer connection already.
+func (db *DB) lockMigrations(ctx context.Context) (func(), error) {
+	if db.Dialect != Postgres {
+		return func() {}, nil
+	}
+	conn, err := db.SQL.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: lock connection: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("migrate: advisory lock: %w", err)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock($1)", migrationLockKey)
+		conn.Close()
+	}, nil
+}

@@ -1,0 +1,298 @@
+// Package rest is the REST surface of studio: it decodes requests, authorises the caller, calls the core
+// (models, jobs) and encodes responses. It holds no business rule of its own.
+package rest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"studio/models"
+)
+
+// Options carries what cmd/ wires into the REST surface.
+type Options struct {
+	// CLIGuide is served at GET /api/cli-guide; cmd builds it from the real command tree.
+	CLIGuide any
+	// Media serves stored media under /media/ when the local store is used.
+	Media http.Handler
+}
+
+// Server is the REST surface.
+type Server struct {
+	app    *models.App
+	opts   Options
+	router *mux.Router
+}
+
+// maxJSONBody bounds every JSON request body.
+const maxJSONBody = 1 << 20
+
+// New returns the REST surface; Register adds its routes to a router shared with the other surfaces.
+func New(app *models.App, opts Options) *Server {
+	return &Server{app: app, opts: opts}
+}
+
+// Register adds every REST route to r.
+func (s *Server) Register(r *mux.Router) {
+	s.router = r
+	api := r.PathPrefix("/api").Subrouter()
+	api.HandleFunc("/health", s.public(s.health)).Methods(http.MethodGet, http.MethodHead)
+	api.HandleFunc("/cli-guide", s.public(s.cliGuide)).Methods(http.MethodGet)
+	api.HandleFunc("/doc-contracts", s.public(s.docContracts)).Methods(http.MethodGet)
+	api.HandleFunc("/openapi.json", s.public(s.openapi)).Methods(http.MethodGet)
+	api.HandleFunc("/admin", s.authed(s.admin, models.IdentityAdmin)).Methods(http.MethodPost)
+	api.HandleFunc("/balance", s.authed(s.balance, models.IdentityTenant, models.IdentityAccount, models.IdentityUser)).Methods(http.MethodGet)
+	api.HandleFunc("/tenant-pool", s.authed(s.tenantPool, models.IdentityTenant)).Methods(http.MethodGet)
+	api.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	api.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method " + r.Method + " not allowed on " + r.URL.Path})
+	})
+	if s.opts.Media != nil {
+		r.PathPrefix("/media/").Handler(http.StripPrefix("/media/", s.opts.Media))
+	}
+}
+
+// handler is the shape of every authenticated endpoint: it returns an error instead of writing one.
+type handler func(w http.ResponseWriter, r *http.Request, id *models.Identity) error
+
+// public wraps an endpoint that needs no credential.
+func (s *Server) public(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			writeError(w, r, err)
+		}
+	}
+}
+
+// authed wraps an endpoint open to the given identity kinds: 401 without a valid credential, 403 for another kind.
+func (s *Server) authed(h handler, kinds ...models.IdentityKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := s.identify(r)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if !id.Is(kinds...) {
+			writeError(w, r, forbiddenFor(id, r))
+			return
+		}
+		if err := h(w, r, id); err != nil {
+			writeError(w, r, err)
+		}
+	}
+}
+
+// identify resolves the credential of either header into an Identity.
+func (s *Server) identify(r *http.Request) (*models.Identity, error) {
+	cred := r.Header.Get("X-API-Key")
+	if cred == "" {
+		if auth := r.Header.Get("Authorization"); len(auth) > 7 && (auth[:7] == "Bearer " || auth[:7] == "bearer ") {
+			cred = auth[7:]
+		}
+	}
+	id, err := s.app.ResolveIdentity(r.Context(), cred)
+	if err != nil {
+		return nil, err
+	}
+	id.Agent = r.Header.Get("X-CS-Agent")
+	setLogAttr(r, "identity", id.Owner())
+	return id, nil
+}
+
+func forbiddenFor(id *models.Identity, r *http.Request) error {
+	switch id.Kind {
+	case models.IdentityAccount:
+		return models.Forbidden("a member account key cannot use " + r.URL.Path + "; use the tenant key")
+	case models.IdentityAdmin:
+		return models.Forbidden("the administrator key cannot use " + r.URL.Path + "; use a tenant key or a personal login")
+	case models.IdentityUser:
+		return models.Forbidden("a personal login cannot use " + r.URL.Path)
+	}
+	return models.Forbidden("this key cannot use " + r.URL.Path)
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
+}
+
+// statusOf maps a core error kind to its HTTP status: the one place where this happens.
+func statusOf(k models.Kind) int {
+	switch k {
+	case models.KindInvalid, models.KindNoUpstream:
+		return http.StatusBadRequest
+	case models.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case models.KindForbidden:
+		return http.StatusForbidden
+	case models.KindNotFound:
+		return http.StatusNotFound
+	case models.KindConflict:
+		return http.StatusConflict
+	case models.KindInsufficientCredits:
+		return http.StatusPaymentRequired
+	case models.KindRateLimited:
+		return http.StatusTooManyRequests
+	case models.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case models.KindUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError writes {"error": ...} with the status of the error's kind; internal causes go to the log only.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *models.Error
+	if !errors.As(err, &e) {
+		e = models.Internal("handler", err)
+	}
+	status := statusOf(e.Kind)
+	if status >= 500 {
+		if isDBDown(err) {
+			status, e = http.StatusServiceUnavailable, &models.Error{Kind: models.KindUnavailable, Message: "service temporarily unavailable: the database is not answering; retry shortly", Err: err}
+		}
+		slog.ErrorContext(r.Context(), "request failed", "request_id", requestID(r), "path", r.URL.Path, "err", err)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+	body := errorBody{Error: e.Error()}
+	if e.Kind != models.KindInternal && e.Kind != models.KindInvalid {
+		body.Code = e.Kind.String()
+	}
+	writeJSON(w, status, body)
+}
+
+func isDBDown(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || containsAny(err.Error(), "connection refused", "bad connection", "the database system is", "driver: bad connection", "conn closed")
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeJSON encodes v with the status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// decode reads a bounded JSON body into v.
+func decode(r *http.Request, v any) error {
+	body, err := readBody(r, maxJSONBody)
+	if err != nil {
+		return err
+	}
+	return models.DecodeJSON(body, v)
+}
+
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	body, err := readAllLimited(r.Body, limit)
+	if err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+type ctxKey int
+
+const (
+	ctxRequestID ctxKey = iota
+	ctxLogAttrs
+)
+
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(ctxRequestID).(string)
+	return id
+}
+
+type logAttrs struct{ attrs []any }
+
+func setLogAttr(r *http.Request, k string, v any) {
+	if la, ok := r.Context().Value(ctxLogAttrs).(*logAttrs); ok {
+		la.attrs = append(la.attrs, k, v)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer (flush, deadlines).
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Middleware adds request ids, structured access logs, panic recovery and security headers to every request.
+func Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rid := r.Header.Get("X-Request-ID")
+		if rid == "" || len(rid) > 100 {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			rid = hex.EncodeToString(b[:])
+		}
+		la := &logAttrs{}
+		ctx := context.WithValue(context.WithValue(r.Context(), ctxRequestID, rid), ctxLogAttrs, la)
+		r = r.WithContext(ctx)
+		h := w.Header()
+		h.Set("X-Request-ID", rid)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "strict-origin-when-cross-origin")
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				slog.Error("panic in handler", "request_id", rid, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeJSON(rec, http.StatusInternalServerError, errorBody{Error: "internal error"})
+				}
+			}
+			attrs := append([]any{"request_id", rid, "method", r.Method, "path", r.URL.Path, "status", rec.status,
+				"bytes", rec.bytes, "duration_ms", time.Since(start).Milliseconds()}, la.attrs...)
+			slog.Info("http", attrs...)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
