@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"studio/cmd/server"
 	"studio/models"
 )
 
@@ -71,7 +72,7 @@ func runAdmin(c *cobra.Command, body map[string]any) error {
 		return err
 	}
 	ctx := context.Background()
-	svc, err := openService(ctx, cfg)
+	svc, err := server.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}

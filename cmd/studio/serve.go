@@ -9,15 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/spf13/cobra"
 
+	"studio/cmd/server"
 	"studio/models"
-	"studio/rest"
 )
 
 func newServeCmd() *cobra.Command {
@@ -39,35 +37,9 @@ func newServeCmd() *cobra.Command {
 	return cmd
 }
 
-// service is everything `studio serve` and `studio admin` open: the database and the core.
-type service struct {
-	DB  *models.DB
-	App *models.App
-}
-
-func (s *service) Close() { s.DB.Close() }
-
-// openService opens and migrates the database and builds the core.
-func openService(ctx context.Context, cfg models.Config) (*service, error) {
-	db, err := models.OpenDB(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return nil, err
-	}
-	if err := models.Migrate(ctx, db); err != nil {
-		db.Close()
-		return nil, err
-	}
-	app, err := models.NewApp(ctx, db, cfg)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	return &service{DB: db, App: app}, nil
-}
-
 // serve runs the HTTP server until ctx ends, then drains in-flight requests and stops the workers.
 func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
-	svc, err := openService(ctx, cfg)
+	svc, err := server.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -77,8 +49,8 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 	} else if key != "" {
 		fmt.Fprintf(os.Stderr, "\n  Platform administrator key (shown once, store it now):\n\n    %s\n\n", key)
 	}
-	handler, err := buildHandler(svc, root)
-	if err != nil {
+	handler := svc.Handler(server.Options{CLIGuide: cliGuide(root)})
+	if err := svc.Start(ctx); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -105,14 +77,11 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		slog.Warn("shutdown", "err", err)
 	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelStop()
+	if err := svc.Stop(stopCtx); err != nil {
+		slog.Warn("stopping workers", "err", err)
+	}
 	slog.Info("stopped")
 	return nil
-}
-
-// buildHandler wires every surface onto one router.
-func buildHandler(svc *service, root *cobra.Command) (http.Handler, error) {
-	media := http.FileServer(http.Dir(filepath.Join(svc.App.Config.DataDir, "media")))
-	r := mux.NewRouter()
-	rest.New(svc.App, rest.Options{CLIGuide: cliGuide(root), Media: media}).Register(r)
-	return rest.Middleware(r), nil
 }
