@@ -236,6 +236,8 @@ func NewAdminActions(a *App) *AdminActions {
 			return map[string]any{"ok": true, "codes": codes}, nil
 		}),
 	})
+	registerTemplateAdmin(r, a)
+	registerClaimAdmin(r, a)
 	return r
 }
 
