@@ -158,3 +158,22 @@ func TestContentTypeByExt(t *testing.T) {
 		}
 	}
 }
+
+func FuzzDetect(f *testing.F) {
+	for _, s := range [][]byte{
+		SamplePNG(), SampleJPEG(), SampleGIF(), SampleWebP(), SampleWAV(), SampleMP3(), SampleMP3ID3(),
+		SampleMP4(), SampleMOV(), SampleM4A(), SampleWebM(), SampleWebMAudioOnly(), SampleFLAC(), SampleOgg(),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		k, err := Detect(data)
+		if err == nil {
+			if _, ok := KindByExt(k.Ext); !ok {
+				t.Errorf("Detect returned a kind outside the accepted set: %+v", k)
+			}
+		} else if !errors.Is(err, ErrUnsupportedType) {
+			t.Errorf("Detect error %v is not ErrUnsupportedType", err)
+		}
+	})
+}

@@ -205,3 +205,26 @@ func TestS3WrongCredentials(t *testing.T) {
 		t.Errorf("Put with a wrong secret = %v, want an authorisation error", err)
 	}
 }
+
+func TestS3Ingest50MBMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("uploads 50 MB")
+	}
+	store, _ := newS3(t)
+	ctx := context.Background()
+	var obj media.Object
+	var err error
+	peak, allocated := media.HeapPeak(func() {
+		obj, err = media.Ingest(ctx, store, "uploads/u/w", media.NewStream(media.SampleMP4(), media.MaxVideoSize), media.IngestOptions{})
+	})
+	if err != nil || obj.Size != media.MaxVideoSize {
+		t.Fatalf("Ingest = %+v, %v; want a 50 MB mp4", obj, err)
+	}
+	t.Logf("50 MB ingest to S3: peak heap growth %d KiB, %d KiB allocated in all", peak>>10, allocated>>10)
+	if peak > 16<<20 {
+		t.Errorf("peak heap growth %d bytes during a 50 MB S3 ingest, want under 16 MB", peak)
+	}
+	if _, info, err := media.Inspect(ctx, store, obj.Key, nil); err != nil || info.Size != media.MaxVideoSize {
+		t.Errorf("Inspect = %+v, %v", info, err)
+	}
+}

@@ -235,3 +235,9 @@ func (s *streamOf) Read(p []byte) (int, error) {
 	s.off += int64(len(p))
 	return len(p), nil
 }
+
+// NewStream serves head then zero bytes, size bytes in all, without holding them in memory.
+func NewStream(head []byte, size int64) io.Reader { return newStream(head, size) }
+
+// HeapPeak runs fn and returns the peak live-heap growth seen meanwhile and the bytes allocated in all.
+var HeapPeak = heapPeak

@@ -16,14 +16,22 @@ import (
 
 // Errors callers can test with errors.Is.
 var (
+	// ErrUnsupportedType means the leading bytes are not one of the accepted formats (HTTP 400).
 	ErrUnsupportedType = errors.New("media: unsupported file type")
-	ErrTooLarge        = errors.New("media: file too large")
-	ErrNotFound        = errors.New("media: not found")
-	ErrInvalidKey      = errors.New("media: invalid key")
-	ErrSizeMismatch    = errors.New("media: size does not match")
-	ErrInvalidURL      = errors.New("media: invalid URL")
-	ErrBlockedAddress  = errors.New("media: address not allowed")
-	ErrFetchStatus     = errors.New("media: fetch returned an error status")
+	// ErrTooLarge means the file passed its size limit (HTTP 413).
+	ErrTooLarge = errors.New("media: file too large")
+	// ErrNotFound means no object is stored under the key.
+	ErrNotFound = errors.New("media: not found")
+	// ErrInvalidKey means a key or key segment could escape its folder or holds unsafe characters.
+	ErrInvalidKey = errors.New("media: invalid key")
+	// ErrSizeMismatch means a stream was shorter or longer than its declared size.
+	ErrSizeMismatch = errors.New("media: size does not match")
+	// ErrInvalidURL means a URL is malformed or not http or https.
+	ErrInvalidURL = errors.New("media: invalid URL")
+	// ErrBlockedAddress means a connection to a loopback, private or other special address was refused.
+	ErrBlockedAddress = errors.New("media: address not allowed")
+	// ErrFetchStatus means a fetched URL answered with a non-2xx status.
+	ErrFetchStatus = errors.New("media: fetch returned an error status")
 )
 
 // Store keeps media objects under keys and serves them at public URLs.
@@ -109,6 +117,9 @@ type publicBase struct {
 
 func parsePublicURL(raw string) (publicBase, error) {
 	raw = strings.TrimRight(strings.TrimSpace(raw), "/")
+	if raw == "" {
+		return publicBase{}, errors.New("media: public URL is required")
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return publicBase{}, fmt.Errorf("media: public URL %q: %w", raw, err)
@@ -116,7 +127,7 @@ func parsePublicURL(raw string) (publicBase, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return publicBase{}, fmt.Errorf("media: public URL %q: query, fragment or user info not allowed", raw)
 	}
-	if u.Host == "" && !strings.HasPrefix(raw, "/") && raw != "" {
+	if u.Host == "" && !strings.HasPrefix(raw, "/") {
 		return publicBase{}, fmt.Errorf("media: public URL %q: want an absolute URL or a path", raw)
 	}
 	return publicBase{raw: raw, u: u}, nil
