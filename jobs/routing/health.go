@@ -1,0 +1,105 @@
+// Package routing chooses upstreams for generation requests (spec section 1, decision D5): it filters
+// candidates by capability, state and binding, scores them from their recorded health, draws a
+// fallback chain by weighted random and runs calls along it with retries.
+package routing
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Attempt is one real call to an upstream, as recorded for health scoring.
+type Attempt struct {
+	Upstream  string
+	At        time.Time
+	OK        bool
+	LatencyMS int64
+	Class     string // "", transient, revoked, unpaid, capability, other
+}
+
+// State is the routing state of an upstream that is not simply active.
+type State struct {
+	Upstream string
+	Disabled bool   // by an administrator
+	Removed  bool   // revoked key or unpaid account, until a probe succeeds
+	Reason   string // why, for administrators
+	Since    time.Time
+}
+
+// HealthStore persists attempts and states so that restarts keep scores and replicas share them.
+type HealthStore interface {
+	// RecordAttempt stores one attempt.
+	RecordAttempt(ctx context.Context, a Attempt) error
+	// AttemptsSince returns the attempts made at or after since.
+	AttemptsSince(ctx context.Context, since time.Time) ([]Attempt, error)
+	// SetState stores the state of one upstream, replacing the previous one.
+	SetState(ctx context.Context, s State) error
+	// States returns every stored state.
+	States(ctx context.Context) ([]State, error)
+}
+
+// MemoryHealthStore keeps attempts and states in memory (tests, single process).
+type MemoryHealthStore struct {
+	mu       sync.Mutex
+	attempts []Attempt
+	states   map[string]State
+}
+
+// NewMemoryHealthStore returns an empty in-memory store.
+func NewMemoryHealthStore() *MemoryHealthStore {
+	return &MemoryHealthStore{states: map[string]State{}}
+}
+
+// RecordAttempt stores one attempt and forgets attempts older than two days.
+func (m *MemoryHealthStore) RecordAttempt(ctx context.Context, a Attempt) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.attempts = append(m.attempts, a)
+	if len(m.attempts) > 1024 && time.Since(m.attempts[0].At) > 48*time.Hour {
+		cut := time.Now().Add(-25 * time.Hour)
+		kept := m.attempts[:0]
+		for _, x := range m.attempts {
+			if !x.At.Before(cut) {
+				kept = append(kept, x)
+			}
+		}
+		m.attempts = kept
+	}
+	return nil
+}
+
+// AttemptsSince returns the attempts made at or after since, oldest first.
+func (m *MemoryHealthStore) AttemptsSince(ctx context.Context, since time.Time) ([]Attempt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Attempt
+	for _, a := range m.attempts {
+		if !a.At.Before(since) {
+			out = append(out, a)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
+}
+
+// SetState stores the state of one upstream.
+func (m *MemoryHealthStore) SetState(ctx context.Context, s State) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.states[s.Upstream] = s
+	return nil
+}
+
+// States returns every stored state.
+func (m *MemoryHealthStore) States(ctx context.Context) ([]State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]State, 0, len(m.states))
+	for _, s := range m.states {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Upstream < out[j].Upstream })
+	return out, nil
+}

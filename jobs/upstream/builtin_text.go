@@ -1,0 +1,199 @@
+package upstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// hasCJK reports whether s contains Chinese, Japanese or Korean characters.
+func hasCJK(s string) bool {
+	for _, r := range s {
+		if unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Hangul, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// topicOf returns the first phrase of s, at most n runes, without trailing punctuation.
+func topicOf(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\n。！？!?；;"); i > 0 {
+		s = s[:i]
+	}
+	if utf8.RuneCountInString(s) > n {
+		r := []rune(s)
+		s = string(r[:n])
+	}
+	s = strings.TrimRightFunc(s, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
+	if s == "" {
+		s = "creative idea"
+	}
+	return s
+}
+
+// keywords returns up to n distinct words of s (for CJK text, two-character pieces).
+func keywords(s string, n int) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(w string) {
+		w = strings.ToLower(strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }))
+		if w == "" || seen[w] || len(out) >= n || stopWords[w] {
+			return
+		}
+		seen[w] = true
+		out = append(out, w)
+	}
+	if hasCJK(s) {
+		var run []rune
+		flush := func() {
+			for i := 0; i+1 < len(run); i += 2 {
+				add(string(run[i : i+2]))
+			}
+			run = run[:0]
+		}
+		for _, r := range s {
+			if unicode.Is(unicode.Han, r) {
+				run = append(run, r)
+				continue
+			}
+			flush()
+		}
+		flush()
+		return out
+	}
+	for _, w := range strings.Fields(s) {
+		if utf8.RuneCountInString(w) > 3 {
+			add(w)
+		}
+	}
+	return out
+}
+
+var stopWords = map[string]bool{"with": true, "that": true, "this": true, "from": true, "your": true,
+	"write": true, "about": true, "please": true, "json": true, "title": true, "body": true, "hashtags": true,
+	"answer": true, "return": true, "object": true}
+
+// copyText is the builtin answer to a copy request.
+type copyText struct {
+	Title    string   `json:"title"`
+	Body     string   `json:"body"`
+	Hashtags []string `json:"hashtags"`
+}
+
+// composeCopy writes deterministic copy about the user's request.
+func composeCopy(system, user string) copyText {
+	seed := rng(seedOf([]byte(system), []byte(user)))
+	topic := topicOf(user, 24)
+	tags := keywords(user, 4)
+	if len(tags) == 0 {
+		tags = []string{"creative"}
+	}
+	if hasCJK(user + system) {
+		openers := []string{"今天想和你聊聊", "最近一直在琢磨", "分享一个关于", "终于整理好了"}
+		middles := []string{"细节决定质感，配色和构图都经过反复推敲。", "从灵感到成品，每一步都值得慢慢体会。", "简单的元素组合在一起，也能很有氛围感。"}
+		endings := []string{"喜欢的话记得收藏，我们下次见！", "你更喜欢哪一种？评论区告诉我。", "欢迎转发给需要的朋友。"}
+		body := fmt.Sprintf("%s「%s」。%s%s", openers[seed.next()%uint64(len(openers))], topic,
+			middles[seed.next()%uint64(len(middles))], endings[seed.next()%uint64(len(endings))])
+		return copyText{Title: topic, Body: body, Hashtags: tags}
+	}
+	openers := []string{"Here is a fresh take on", "Let's talk about", "A closer look at", "Everything you need to know about"}
+	middles := []string{"Every detail was chosen with care, from colour to composition.", "Simple elements, combined well, create a strong mood.", "From the first idea to the final piece, each step matters."}
+	endings := []string{"Save it for later and share it with a friend.", "Tell us which version you like best.", "More ideas are coming soon."}
+	body := fmt.Sprintf("%s %s. %s %s", openers[seed.next()%uint64(len(openers))], topic,
+		middles[seed.next()%uint64(len(middles))], endings[seed.next()%uint64(len(endings))])
+	first, size := utf8.DecodeRuneInString(topic)
+	return copyText{Title: string(unicode.ToUpper(first)) + topic[size:], Body: body, Hashtags: tags}
+}
+
+// chatAnswer returns the builtin answer to messages: a JSON copy object when the prompts ask for
+// JSON, plain text otherwise.
+func chatAnswer(messages []Message) string {
+	var system, user string
+	for _, m := range messages {
+		switch m.Role {
+		case "system", "developer":
+			system += m.Content + "\n"
+		case "user":
+			user = m.Content
+		}
+	}
+	c := composeCopy(system, user)
+	if strings.Contains(strings.ToLower(system+user), "json") {
+		data, _ := json.Marshal(c)
+		return string(data)
+	}
+	return c.Body
+}
+
+// description is the JSON of the builtin image reader (fields of spec section 4.7).
+type description struct {
+	Sculpt      map[string]string `json:"sculpt"`
+	Prompt      string            `json:"prompt"`
+	PromptCN    string            `json:"prompt_cn"`
+	StyleTags   []string          `json:"style_tags"`
+	AspectRatio string            `json:"aspect_ratio"`
+	ZhName      string            `json:"zh_name"`
+	Description string            `json:"description"`
+	Genre       string            `json:"genre"`
+	Ratio       string            `json:"ratio"`
+	BodyMD      string            `json:"body_md"`
+}
+
+// describe writes the builtin reading of a measured picture.
+func describe(a *analysis) description {
+	var names, zh []string
+	for _, c := range a.Colours {
+		names = append(names, c.name)
+		zh = append(zh, c.zh)
+	}
+	light, lightZh := "soft even light", "柔和均匀的光线"
+	switch {
+	case a.Brightness > 0.7:
+		light, lightZh = "bright high-key light", "明亮的高调光线"
+	case a.Brightness < 0.3:
+		light, lightZh = "dark low-key light", "低调暗部光线"
+	}
+	orientation, orientZh := "square", "方形"
+	if a.Width > a.Height {
+		orientation, orientZh = "landscape", "横幅"
+	} else if a.Height > a.Width {
+		orientation, orientZh = "portrait", "竖幅"
+	}
+	subject := "an abstract arrangement of " + strings.Join(names, ", ") + " shapes"
+	if a.Transparent {
+		subject = "a cut-out subject on a transparent background"
+	}
+	palette := strings.Join(names, ", ")
+	prompt := fmt.Sprintf("%s, %s composition, %s palette, %s, clean graphic style, aspect ratio %s",
+		subject, orientation, palette, light, a.Ratio)
+	promptCN := fmt.Sprintf("%s构图，主色为%s，%s，简洁的平面设计风格，画幅比例%s", orientZh, strings.Join(zh, "、"), lightZh, a.Ratio)
+	genre := "graphic"
+	if len(a.Colours) > 0 && (a.Colours[0].name == "black" || a.Colours[0].name == "gray") {
+		genre = "minimal"
+	}
+	d := description{
+		Sculpt: map[string]string{
+			"subject":     subject,
+			"composition": fmt.Sprintf("%s frame, %dx%d pixels", orientation, a.Width, a.Height),
+			"universe":    "flat graphic design",
+			"light":       light,
+			"print":       "digital print, colours " + strings.Join(a.Hex, " "),
+			"texture":     "smooth gradients",
+		},
+		Prompt:      prompt,
+		PromptCN:    promptCN,
+		StyleTags:   append([]string{genre, orientation}, names...),
+		AspectRatio: a.Ratio,
+		ZhName:      zh[0] + orientZh + "设计",
+		Description: fmt.Sprintf("A %s picture of %dx%d pixels dominated by %s.", orientation, a.Width, a.Height, palette),
+		Genre:       genre,
+		Ratio:       a.Ratio,
+	}
+	d.BodyMD = fmt.Sprintf("## %s\n\n- size: %dx%d\n- ratio: %s\n- palette: %s\n- light: %s\n\n%s\n",
+		d.ZhName, a.Width, a.Height, a.Ratio, strings.Join(a.Hex, ", "), light, prompt)
+	return d
+}
