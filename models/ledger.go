@@ -8,6 +8,12 @@ import (
 	"gorm.io/gorm"
 )
 
+// The ledger: every movement of credits is one database transaction that updates the balances it
+// touches with conditional updates (so that concurrent requests can never overspend) and writes one
+// append-only LedgerEntry per balance moved. The sum of a balance's ledger deltas is that balance.
+//
+// Lock order, to keep PostgreSQL free of deadlocks: a member account row before its tenant row.
+
 // The balances a ledger row can move.
 const (
 	BalanceTenantSpendable = "tenant_spendable"
@@ -17,6 +23,20 @@ const (
 	// ChargedUnmetered marks a charge to an unmetered tenant: recorded, nothing deducted.
 	ChargedUnmetered = "tenant_unmetered"
 )
+
+// The kinds of ledger rows: the movements of credits.
+const (
+	LedgerCharge      = "charge"
+	LedgerRefund      = "refund"
+	LedgerGrant       = "grant"
+	LedgerAllocate    = "allocate"
+	LedgerRelease     = "release"
+	LedgerClaim       = "claim"
+	LedgerAdminCredit = "admin_credit"
+)
+
+// InsufficientAllocatableMessage is the fixed refusal of a dedicated allocation above what the pool can give.
+const InsufficientAllocatableMessage = "可分配积分不足"
 
 // ShanghaiTZ is the local time zone of usage days and monthly quotas.
 var ShanghaiTZ = mustLoadLocation("Asia/Shanghai")
@@ -38,14 +58,18 @@ type Charge struct {
 	ChargedTo string // tenant_spendable | account | user | tenant_unmetered
 }
 
-// ledger writes one append-only row; every movement goes through here.
+// ledger writes the rows of one movement; every movement goes through here.
 type ledger struct {
-	tx   *gorm.DB
-	txID string
-	now  time.Time
+	tx    *gorm.DB
+	txID  string
+	now   time.Time
+	month string
 }
 
-func (a *App) newLedger(tx *gorm.DB) *ledger { return &ledger{tx: tx, txID: NewID(), now: a.Now()} }
+func (a *App) newLedger(tx *gorm.DB) *ledger {
+	now := a.Now().UTC()
+	return &ledger{tx: tx, txID: NewID(), now: now, month: monthKey(now)}
+}
 
 func (l *ledger) write(kind, balance string, tenantID, accountID, userID string, delta, after int64, ref, note string) error {
 	e := LedgerEntry{At: l.now, TxID: l.txID, Kind: kind, Balance: balance, Delta: delta, After: after, Ref: ref, Note: note}
@@ -73,8 +97,10 @@ func insufficient(need, have int64) *Error {
 }
 
 // ChargeTx charges amount credits to the identity inside tx: tenants and shared members spend from the
-// tenant's spendable pool, dedicated members from their own credits, personal logins from theirs.
-// Nothing is deducted when it fails; the error says how many credits are missing.
+// tenant's spendable pool, dedicated members from their own credits (part of the tenant's reserved),
+// personal logins from theirs. An unmetered tenant is not deducted (its dedicated members still are);
+// a monthly quota caps what a tenant spends per local calendar month. When it fails nothing is
+// deducted and the error (KindInsufficientCredits) says how many credits are missing.
 func (a *App) ChargeTx(tx *gorm.DB, id *Identity, amount int64, ref, note string) (Charge, error) {
 	if amount <= 0 {
 		return Charge{}, nil
@@ -82,19 +108,7 @@ func (a *App) ChargeTx(tx *gorm.DB, id *Identity, amount int64, ref, note string
 	l := a.newLedger(tx)
 	switch id.Kind {
 	case IdentityUser:
-		res := tx.Model(&User{}).Where("id = ? AND credits >= ?", id.UserID, amount).
-			Update("credits", gorm.Expr("credits - ?", amount))
-		if res.Error != nil {
-			return Charge{}, Internal("ledger: charge user", res.Error)
-		}
-		var u User
-		if err := tx.Select("credits").First(&u, "id = ?", id.UserID).Error; err != nil {
-			return Charge{}, Internal("ledger: read user", err)
-		}
-		if res.RowsAffected == 0 {
-			return Charge{}, insufficient(amount, u.Credits)
-		}
-		return Charge{amount, BalanceUser}, l.write("charge", BalanceUser, "", "", id.UserID, -amount, u.Credits, ref, note)
+		return l.chargeUser(id.UserID, amount, ref, note)
 	case IdentityTenant, IdentityAccount:
 	default:
 		return Charge{}, Forbidden("this identity has no credits to spend")
@@ -103,97 +117,179 @@ func (a *App) ChargeTx(tx *gorm.DB, id *Identity, amount int64, ref, note string
 	if err != nil {
 		return Charge{}, err
 	}
-	month := monthKey(l.now)
-	usedExpr := gorm.Expr("CASE WHEN used_month_key = ? THEN used_month + ? ELSE ? END", month, amount, amount)
-	quotaOK := "(quota_monthly IS NULL OR (CASE WHEN used_month_key = ? THEN used_month ELSE 0 END) + ? <= quota_monthly)"
-	quotaErr := func() error {
-		used := t.UsedMonth
-		if t.UsedMonthKey != month {
-			used = 0
-		}
-		if t.QuotaMonthly != nil && used+amount > *t.QuotaMonthly {
-			return &Error{Kind: KindInsufficientCredits, Message: fmt.Sprintf(
-				"monthly quota exceeded: quota %d, used %d this month, need %d more", *t.QuotaMonthly, used, amount)}
-		}
-		return nil
-	}
-	var acc Account
+	accountID := ""
 	if id.Kind == IdentityAccount {
+		var acc Account
 		if err := tx.First(&acc, "id = ? AND tenant_id = ?", id.AccountID, id.TenantID).Error; err != nil {
 			return Charge{}, Internal("ledger: read account", err)
 		}
-	}
-	if id.Kind == IdentityAccount && !acc.Shared {
-		if acc.Credits < amount {
-			return Charge{}, insufficient(amount, acc.Credits)
+		if !acc.Shared {
+			return l.chargeDedicated(t, acc.ID, amount, ref, note)
 		}
-		res := tx.Model(&Account{}).Where("id = ? AND credits >= ?", acc.ID, amount).Update("credits", gorm.Expr("credits - ?", amount))
-		if res.Error != nil {
-			return Charge{}, Internal("ledger: charge account", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			tx.Select("credits").First(&acc, "id = ?", acc.ID)
-			return Charge{}, insufficient(amount, acc.Credits)
-		}
-		res = tx.Model(&Tenant{}).Where("id = ? AND reserved >= ? AND "+quotaOK, t.ID, amount, month, amount).
-			Updates(map[string]any{"reserved": gorm.Expr("reserved - ?", amount), "used_month": usedExpr, "used_month_key": month})
-		if res.Error != nil {
-			return Charge{}, Internal("ledger: charge tenant reserved", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			if err := quotaErr(); err != nil {
-				return Charge{}, err
-			}
-			return Charge{}, Internal("ledger: reserved below a member's credits", fmt.Errorf("tenant %s", t.ID))
-		}
-		if err := l.write("charge", BalanceAccount, t.ID, acc.ID, "", -amount, acc.Credits-amount, ref, note); err != nil {
-			return Charge{}, err
-		}
-		return Charge{amount, BalanceAccount}, l.write("charge", BalanceTenantReserved, t.ID, acc.ID, "", -amount, t.Reserved-amount, ref, note)
+		accountID = acc.ID
 	}
 	if t.Unmetered {
-		res := tx.Model(&Tenant{}).Where("id = ? AND "+quotaOK, t.ID, month, amount).
-			Updates(map[string]any{"used_month": usedExpr, "used_month_key": month})
-		if res.Error != nil {
-			return Charge{}, Internal("ledger: charge unmetered", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return Charge{}, quotaErr()
-		}
-		return Charge{amount, ChargedUnmetered}, l.write("charge", BalanceTenantSpendable, t.ID, acc.ID, "", 0, t.Spendable, ref,
-			fmt.Sprintf("unmetered: %d credits not deducted", amount))
+		return l.chargeUnmetered(t.ID, accountID, amount, ref, note)
 	}
-	res := tx.Model(&Tenant{}).Where("id = ? AND spendable >= ? AND "+quotaOK, t.ID, amount, month, amount).
-		Updates(map[string]any{"spendable": gorm.Expr("spendable - ?", amount), "used_month": usedExpr, "used_month_key": month})
+	return l.chargePool(t.ID, accountID, amount, ref, note)
+}
+
+func (l *ledger) chargeUser(userID string, amount int64, ref, note string) (Charge, error) {
+	res := l.tx.Model(&User{}).Where("id = ? AND credits >= ?", userID, amount).Update("credits", gorm.Expr("credits - ?", amount))
 	if res.Error != nil {
-		return Charge{}, Internal("ledger: charge tenant", res.Error)
+		return Charge{}, Internal("ledger: charge user", res.Error)
+	}
+	var u User
+	if err := l.tx.Select("credits").First(&u, "id = ?", userID).Error; err != nil {
+		return Charge{}, Internal("ledger: read user", err)
 	}
 	if res.RowsAffected == 0 {
-		t, err = findTenant(tx, t.ID)
+		return Charge{}, insufficient(amount, u.Credits)
+	}
+	return Charge{amount, BalanceUser}, l.write(LedgerCharge, BalanceUser, "", "", userID, -amount, u.Credits, ref, note)
+}
+
+// spendTenant counts amount against the tenant's monthly quota and, when column is not empty, takes it
+// from that column (spendable or reserved); it reports false when a condition refused it.
+func (l *ledger) spendTenant(tenantID, column string, amount int64) (bool, error) {
+	q := l.tx.Model(&Tenant{}).Where("id = ?", tenantID).
+		Where("(quota_monthly IS NULL OR (CASE WHEN used_month_key = ? THEN used_month ELSE 0 END) + ? <= quota_monthly)", l.month, amount)
+	set := map[string]any{
+		"used_month":     gorm.Expr("CASE WHEN used_month_key = ? THEN used_month + ? ELSE ? END", l.month, amount, amount),
+		"used_month_key": l.month,
+	}
+	if column != "" {
+		q = q.Where(column+" >= ?", amount)
+		set[column] = gorm.Expr(column+" - ?", amount)
+	}
+	res := q.Updates(set)
+	return res.RowsAffected == 1, res.Error
+}
+
+// quotaRefusal returns the refusal when amount more would exceed the tenant's monthly quota, else nil.
+func (l *ledger) quotaRefusal(t *Tenant, amount int64) error {
+	if t.QuotaMonthly == nil {
+		return nil
+	}
+	used := t.UsedMonth
+	if t.UsedMonthKey != l.month {
+		used = 0
+	}
+	if used+amount <= *t.QuotaMonthly {
+		return nil
+	}
+	return &Error{Kind: KindInsufficientCredits, Message: fmt.Sprintf(
+		"monthly quota exceeded: quota %d, used %d this month, need %d more", *t.QuotaMonthly, used, amount)}
+}
+
+// chargeRetries bounds how often a refused conditional update is tried again when a fresh read shows
+// that a concurrent movement has made room meanwhile.
+const chargeRetries = 3
+
+func (l *ledger) chargePool(tenantID, accountID string, amount int64, ref, note string) (Charge, error) {
+	for attempt := 1; ; attempt++ {
+		ok, err := l.spendTenant(tenantID, "spendable", amount)
+		if err != nil {
+			return Charge{}, Internal("ledger: charge tenant", err)
+		}
+		t, err := findTenant(l.tx, tenantID)
 		if err != nil {
 			return Charge{}, err
+		}
+		if ok {
+			return Charge{amount, BalanceTenantSpendable},
+				l.write(LedgerCharge, BalanceTenantSpendable, t.ID, accountID, "", -amount, t.Spendable, ref, note)
 		}
 		if t.Spendable < amount {
 			return Charge{}, insufficient(amount, t.Spendable)
 		}
-		return Charge{}, quotaErr()
+		if err := l.quotaRefusal(t, amount); err != nil {
+			return Charge{}, err
+		}
+		if attempt == chargeRetries {
+			return Charge{}, Conflict("credits changed concurrently; retry the request")
+		}
 	}
-	t, err = findTenant(tx, t.ID)
+}
+
+func (l *ledger) chargeUnmetered(tenantID, accountID string, amount int64, ref, note string) (Charge, error) {
+	ok, err := l.spendTenant(tenantID, "", amount)
+	if err != nil {
+		return Charge{}, Internal("ledger: charge unmetered", err)
+	}
+	t, err := findTenant(l.tx, tenantID)
 	if err != nil {
 		return Charge{}, err
 	}
-	return Charge{amount, BalanceTenantSpendable}, l.write("charge", BalanceTenantSpendable, t.ID, acc.ID, "", -amount, t.Spendable, ref, note)
+	if !ok {
+		if err := l.quotaRefusal(t, amount); err != nil {
+			return Charge{}, err
+		}
+		return Charge{}, Conflict("credits changed concurrently; retry the request")
+	}
+	return Charge{amount, ChargedUnmetered}, l.write(LedgerCharge, BalanceTenantSpendable, t.ID, accountID, "", 0, t.Spendable, ref,
+		fmt.Sprintf("unmetered: %d credits not deducted", amount))
 }
 
-// RefundTx returns exactly what a charge took, to where it came from. The caller guarantees "once"
-// with a conditional update of the charged record in the same transaction.
+// chargeDedicated takes amount from a dedicated member's credits and the tenant's reserved part.
+func (l *ledger) chargeDedicated(t *Tenant, accountID string, amount int64, ref, note string) (Charge, error) {
+	res := l.tx.Model(&Account{}).Where("id = ? AND shared = ? AND credits >= ?", accountID, false, amount).
+		Update("credits", gorm.Expr("credits - ?", amount))
+	if res.Error != nil {
+		return Charge{}, Internal("ledger: charge account", res.Error)
+	}
+	var acc Account
+	if err := l.tx.First(&acc, "id = ?", accountID).Error; err != nil {
+		return Charge{}, Internal("ledger: read account", err)
+	}
+	if res.RowsAffected == 0 {
+		if acc.Shared { // moved to shared mode concurrently: it spends from the pool now
+			if t.Unmetered {
+				return l.chargeUnmetered(t.ID, acc.ID, amount, ref, note)
+			}
+			return l.chargePool(t.ID, acc.ID, amount, ref, note)
+		}
+		return Charge{}, insufficient(amount, acc.Credits)
+	}
+	ok, err := l.spendTenant(t.ID, "reserved", amount)
+	if err != nil {
+		return Charge{}, Internal("ledger: charge tenant reserved", err)
+	}
+	if !ok {
+		// Put the member's credits back so that nothing stays deducted even if the caller goes on.
+		if err := l.tx.Model(&Account{}).Where("id = ?", acc.ID).Update("credits", gorm.Expr("credits + ?", amount)).Error; err != nil {
+			return Charge{}, Internal("ledger: undo account charge", err)
+		}
+		cur, err := findTenant(l.tx, t.ID)
+		if err != nil {
+			return Charge{}, err
+		}
+		if err := l.quotaRefusal(cur, amount); err != nil {
+			return Charge{}, err
+		}
+		return Charge{}, Internal("ledger: reserved below a member's credits", fmt.Errorf("tenant %s", t.ID))
+	}
+	cur, err := findTenant(l.tx, t.ID)
+	if err != nil {
+		return Charge{}, err
+	}
+	if err := l.write(LedgerCharge, BalanceAccount, t.ID, acc.ID, "", -amount, acc.Credits, ref, note); err != nil {
+		return Charge{}, err
+	}
+	return Charge{amount, BalanceAccount}, l.write(LedgerCharge, BalanceTenantReserved, t.ID, acc.ID, "", -amount, cur.Reserved, ref, note)
+}
+
+// RefundTx returns exactly what a charge took, to where it came from: a dedicated member's refund goes
+// back to its credits, or to the pool's spendable part when the member has moved to shared mode since.
+// The caller guarantees "once" with a conditional update of the charged record in the same transaction
+// (RefundJobTx, RefundVideoTx).
 func (a *App) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge, ref, note string) error {
 	if c.Amount <= 0 {
 		return nil
 	}
 	l := a.newLedger(tx)
-	month := monthKey(l.now)
-	unuse := map[string]any{"used_month": gorm.Expr("CASE WHEN used_month_key = ? AND used_month >= ? THEN used_month - ? ELSE used_month END", month, c.Amount, c.Amount)}
+	unuse := map[string]any{"used_month": gorm.Expr(
+		"CASE WHEN used_month_key = ? AND used_month >= ? THEN used_month - ? ELSE used_month END", l.month, c.Amount, c.Amount)}
 	switch c.ChargedTo {
 	case BalanceUser:
 		if err := tx.Model(&User{}).Where("id = ?", userID).Update("credits", gorm.Expr("credits + ?", c.Amount)).Error; err != nil {
@@ -203,7 +299,7 @@ func (a *App) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge
 		if err := tx.Select("credits").First(&u, "id = ?", userID).Error; err != nil {
 			return Internal("ledger: refund user", err)
 		}
-		return l.write("refund", BalanceUser, "", "", userID, c.Amount, u.Credits, ref, note)
+		return l.write(LedgerRefund, BalanceUser, "", "", userID, c.Amount, u.Credits, ref, note)
 	case ChargedUnmetered:
 		if err := tx.Model(&Tenant{}).Where("id = ?", tenantID).Updates(unuse).Error; err != nil {
 			return Internal("ledger: refund unmetered", err)
@@ -212,28 +308,31 @@ func (a *App) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge
 		if err != nil {
 			return err
 		}
-		return l.write("refund", BalanceTenantSpendable, tenantID, accountID, "", 0, t.Spendable, ref, fmt.Sprintf("unmetered: %d credits", c.Amount))
+		return l.write(LedgerRefund, BalanceTenantSpendable, tenantID, accountID, "", 0, t.Spendable, ref,
+			fmt.Sprintf("unmetered: %d credits not deducted", c.Amount))
 	case BalanceAccount:
-		var acc Account
-		if err := tx.First(&acc, "id = ?", accountID).Error; err != nil {
-			return Internal("ledger: refund account", err)
+		res := tx.Model(&Account{}).Where("id = ? AND tenant_id = ? AND shared = ?", accountID, tenantID, false).
+			Update("credits", gorm.Expr("credits + ?", c.Amount))
+		if res.Error != nil {
+			return Internal("ledger: refund account", res.Error)
 		}
-		if !acc.Shared {
-			if err := tx.Model(&Account{}).Where("id = ?", acc.ID).Update("credits", gorm.Expr("credits + ?", c.Amount)).Error; err != nil {
-				return Internal("ledger: refund account", err)
-			}
+		if res.RowsAffected == 1 {
 			unuse["reserved"] = gorm.Expr("reserved + ?", c.Amount)
 			if err := tx.Model(&Tenant{}).Where("id = ?", tenantID).Updates(unuse).Error; err != nil {
 				return Internal("ledger: refund reserved", err)
+			}
+			var acc Account
+			if err := tx.Select("credits").First(&acc, "id = ?", accountID).Error; err != nil {
+				return Internal("ledger: refund account", err)
 			}
 			t, err := findTenant(tx, tenantID)
 			if err != nil {
 				return err
 			}
-			if err := l.write("refund", BalanceAccount, tenantID, acc.ID, "", c.Amount, acc.Credits+c.Amount, ref, note); err != nil {
+			if err := l.write(LedgerRefund, BalanceAccount, tenantID, accountID, "", c.Amount, acc.Credits, ref, note); err != nil {
 				return err
 			}
-			return l.write("refund", BalanceTenantReserved, tenantID, acc.ID, "", c.Amount, t.Reserved, ref, note)
+			return l.write(LedgerRefund, BalanceTenantReserved, tenantID, accountID, "", c.Amount, t.Reserved, ref, note)
 		}
 		// The member moved to shared mode since: its dedicated credits went back to the pool, and so does this refund.
 		fallthrough
@@ -246,9 +345,90 @@ func (a *App) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge
 		if err != nil {
 			return err
 		}
-		return l.write("refund", BalanceTenantSpendable, tenantID, accountID, "", c.Amount, t.Spendable, ref, note)
+		return l.write(LedgerRefund, BalanceTenantSpendable, tenantID, accountID, "", c.Amount, t.Spendable, ref, note)
 	}
 	return Internal("ledger: refund", fmt.Errorf("unknown balance %q", c.ChargedTo))
+}
+
+// RefundJobTx refunds a failed job's charge at most once: it sets refunded_at with a conditional update
+// and returns the credits only when that update claimed the job. It reports whether this call refunded.
+func (a *App) RefundJobTx(tx *gorm.DB, job *Job) (bool, error) {
+	now := a.Now().UTC()
+	res := tx.Model(&Job{}).Where("id = ? AND refunded_at IS NULL", job.ID).Update("refunded_at", now)
+	if res.Error != nil {
+		return false, Internal("ledger: mark job refunded", res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return false, nil
+	}
+	job.RefundedAt = &now
+	err := a.RefundTx(tx, deref(job.TenantID), deref(job.AccountID), deref(job.UserID), Charge{job.Credits, job.ChargedTo}, job.ID, "job "+job.Status)
+	return err == nil, err
+}
+
+// RefundVideoTx refunds a failed or cancelled video task's charge at most once, like RefundJobTx.
+func (a *App) RefundVideoTx(tx *gorm.DB, task *VideoTask) (bool, error) {
+	now := a.Now().UTC()
+	res := tx.Model(&VideoTask{}).Where("id = ? AND refunded_at IS NULL", task.ID).Update("refunded_at", now)
+	if res.Error != nil {
+		return false, Internal("ledger: mark video task refunded", res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return false, nil
+	}
+	task.RefundedAt = &now
+	err := a.RefundTx(tx, deref(task.TenantID), deref(task.AccountID), deref(task.UserID), Charge{task.Credits, task.ChargedTo}, task.ID, "video task "+task.Status)
+	return err == nil, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// moveToAccount moves delta credits from the tenant's spendable part to a dedicated member's credits
+// (delta > 0, kind allocate) or back (delta < 0, kind release). The caller holds the account row.
+func (l *ledger) moveToAccount(tenantID, accountID string, delta int64, note string) error {
+	if delta == 0 {
+		return nil
+	}
+	kind, tq := LedgerAllocate, l.tx.Model(&Tenant{}).Where("id = ?", tenantID)
+	if delta > 0 {
+		tq = tq.Where("spendable >= ?", delta)
+	} else {
+		kind, tq = LedgerRelease, tq.Where("reserved >= ?", -delta)
+	}
+	res := tq.Updates(map[string]any{"spendable": gorm.Expr("spendable - ?", delta), "reserved": gorm.Expr("reserved + ?", delta)})
+	if res.Error != nil {
+		return Internal("ledger: "+kind+" tenant", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		if delta > 0 {
+			return Invalid(InsufficientAllocatableMessage)
+		}
+		return Internal("ledger: reserved below a member's credits", fmt.Errorf("tenant %s", tenantID))
+	}
+	res = l.tx.Model(&Account{}).Where("id = ? AND credits + ? >= 0", accountID, delta).Update("credits", gorm.Expr("credits + ?", delta))
+	if res.Error != nil || res.RowsAffected == 0 {
+		return Internal("ledger: "+kind+" account", fmt.Errorf("account %s: %v", accountID, res.Error))
+	}
+	var acc Account
+	if err := l.tx.Select("credits").First(&acc, "id = ?", accountID).Error; err != nil {
+		return Internal("ledger: read account", err)
+	}
+	t, err := findTenant(l.tx, tenantID)
+	if err != nil {
+		return err
+	}
+	if err := l.write(kind, BalanceAccount, tenantID, accountID, "", delta, acc.Credits, "", note); err != nil {
+		return err
+	}
+	if err := l.write(kind, BalanceTenantReserved, tenantID, accountID, "", delta, t.Reserved, "", note); err != nil {
+		return err
+	}
+	return l.write(kind, BalanceTenantSpendable, tenantID, accountID, "", -delta, t.Spendable, "", note)
 }
 
 // creditTenant adds a signed delta to the tenant's spendable pool; it never goes below zero.
@@ -283,7 +463,7 @@ func (a *App) CreditTenant(ctx context.Context, tenantID string, delta int64) (*
 		if t, err = findTenant(tx, tenantID); err != nil {
 			return err
 		}
-		if err := a.creditTenant(tx, t, delta, "admin_credit", "", "administrator credit"); err != nil {
+		if err := a.creditTenant(tx, t, delta, LedgerAdminCredit, "", "administrator credit"); err != nil {
 			if KindOf(err) == KindConflict {
 				return Invalid("cannot remove %d credits: the tenant has %d spendable", -delta, t.Spendable)
 			}
@@ -324,4 +504,75 @@ func (a *App) creditUserTx(tx *gorm.DB, userID string, delta int64, kind, ref, n
 		return 0, Invalid("cannot remove %d credits: the user has %d", -delta, u.Credits)
 	}
 	return u.Credits, a.newLedger(tx).write(kind, BalanceUser, "", "", userID, delta, u.Credits, ref, note)
+}
+
+// AuditLedger compares every balance with the sum of its ledger rows and every tenant's reserved part
+// with the sum of its dedicated members' credits; it returns one line per discrepancy, none when sound.
+func (a *App) AuditLedger(ctx context.Context) ([]string, error) {
+	db := a.DB.WithContext(ctx)
+	type sum struct {
+		Balance string
+		Owner   string
+		Total   int64
+	}
+	var sums []sum
+	err := db.Model(&LedgerEntry{}).
+		Select("balance, CASE WHEN balance = ? THEN account_id WHEN balance = ? THEN user_id ELSE tenant_id END AS owner, SUM(delta) AS total",
+			BalanceAccount, BalanceUser).
+		Group("balance, owner").Scan(&sums).Error
+	if err != nil {
+		return nil, Internal("ledger: audit sums", err)
+	}
+	ledgered := map[string]int64{}
+	for _, s := range sums {
+		ledgered[s.Balance+"/"+s.Owner] = s.Total
+	}
+	var out []string
+	check := func(balance, owner string, have int64) {
+		if want := ledgered[balance+"/"+owner]; want != have {
+			out = append(out, fmt.Sprintf("%s %s: balance %d, ledger sum %d", balance, owner, have, want))
+		}
+		delete(ledgered, balance+"/"+owner)
+	}
+	var tenants []Tenant
+	if err := db.Order("id").Find(&tenants).Error; err != nil {
+		return nil, Internal("ledger: audit tenants", err)
+	}
+	var accounts []Account
+	if err := db.Order("id").Find(&accounts).Error; err != nil {
+		return nil, Internal("ledger: audit accounts", err)
+	}
+	var users []User
+	if err := db.Select("id, credits").Order("id").Find(&users).Error; err != nil {
+		return nil, Internal("ledger: audit users", err)
+	}
+	dedicated := map[string]int64{}
+	for _, acc := range accounts {
+		check(BalanceAccount, acc.ID, acc.Credits)
+		if acc.Shared && acc.Credits != 0 {
+			out = append(out, fmt.Sprintf("account %s: shared with %d dedicated credits", acc.ID, acc.Credits))
+		}
+		if !acc.Shared {
+			dedicated[acc.TenantID] += acc.Credits
+		}
+	}
+	for _, t := range tenants {
+		check(BalanceTenantSpendable, t.ID, t.Spendable)
+		check(BalanceTenantReserved, t.ID, t.Reserved)
+		if t.Spendable < 0 || t.Reserved < 0 {
+			out = append(out, fmt.Sprintf("tenant %s: negative pool (spendable %d, reserved %d)", t.ID, t.Spendable, t.Reserved))
+		}
+		if dedicated[t.ID] != t.Reserved {
+			out = append(out, fmt.Sprintf("tenant %s: reserved %d, dedicated credits %d", t.ID, t.Reserved, dedicated[t.ID]))
+		}
+	}
+	for _, u := range users {
+		check(BalanceUser, u.ID, u.Credits)
+	}
+	for k, v := range ledgered {
+		if v != 0 {
+			out = append(out, fmt.Sprintf("%s: ledger sum %d for no such balance", k, v))
+		}
+	}
+	return out, nil
 }
