@@ -257,4 +257,3 @@ func (a *App) CreateInvitations(ctx context.Context, n int) ([]string, error) {
 	}
 	return codes, nil
 }
-

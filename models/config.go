@@ -154,11 +154,14 @@ func (c *Config) complete() error {
 	if c.ClaimSiteURL == "" {
 		c.ClaimSiteURL = c.BaseURL
 	}
-	for name, u := range map[string]*string{"SERVICE_BASE_URL": &c.BaseURL, "SERVICE_CDN_URL": &c.CDNURL, "SERVICE_SITE_URL": &c.SiteURL, "SERVICE_CLAIM_SITE_URL": &c.ClaimSiteURL} {
-		*u = strings.TrimRight(*u, "/")
-		p, err := url.Parse(*u)
+	for _, u := range []struct {
+		name string
+		val  *string
+	}{{"SERVICE_BASE_URL", &c.BaseURL}, {"SERVICE_CDN_URL", &c.CDNURL}, {"SERVICE_SITE_URL", &c.SiteURL}, {"SERVICE_CLAIM_SITE_URL", &c.ClaimSiteURL}} {
+		*u.val = strings.TrimRight(*u.val, "/")
+		p, err := url.Parse(*u.val)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return fmt.Errorf("config: %s=%q: want an absolute http(s) URL", name, *u)
+			return fmt.Errorf("config: %s=%q: want an absolute http(s) URL", u.name, *u.val)
 		}
 	}
 	if c.S3Endpoint != "" {

@@ -161,7 +161,7 @@ func TestPersonalLoginTokenExpiresAfterSevenDays(t *testing.T) {
 }
 
 func TestAdminKeyGeneratedOnceOnFirstStart(t *testing.T) {
-	e := newEnv(t, func(v map[string]string) { delete(v, "SERVICE_ADMIN_KEY") })
+	e := newEnv(t, func(c *envConfig) { delete(c.vars, "SERVICE_ADMIN_KEY") })
 	key, err := e.app.EnsureAdminKey(context.Background())
 	if err != nil || !models.ValidKeyFormat(key) {
 		t.Fatalf("first start: key %q err %v", key, err)

@@ -1,6 +1,109 @@
 package rest
 
-import "github.com/gorilla/mux"
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/gorilla/mux"
+
+	"studio/models"
+)
 
 // registerJobs adds the routes of image generation, batches and jobs.
-func (s *Server) registerJobs(api *mux.Router) {}
+func (s *Server) registerJobs(api *mux.Router) {
+	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
+	api.HandleFunc("/generate", s.authed(s.generate, gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/generate-batch", s.authed(s.generateBatch, gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/jobs", s.authed(s.jobs, gen...)).Methods(http.MethodGet)
+	api.HandleFunc("/image-to-template", s.authed(s.imageToTemplate, models.IdentityTenant, models.IdentityUser)).Methods(http.MethodPost)
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
+	var req models.GenerateRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	jobs, err := s.opts.Jobs.SubmitImages(r.Context(), id, []models.GenerateRequest{req})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "jobId": jobs[0].ID, "status": jobs[0].Status})
+	return nil
+}
+
+func (s *Server) generateBatch(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
+	var req struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Items == nil {
+		return models.Invalid("items is required: an array of generate requests")
+	}
+	if len(req.Items) > models.MaxBatch {
+		return models.Invalid("a batch holds at most %d items, got %d", models.MaxBatch, len(req.Items))
+	}
+	items := make([]models.GenerateRequest, len(req.Items))
+	for i, raw := range req.Items {
+		if err := models.DecodeJSON(raw, &items[i]); err != nil {
+			return models.Invalid("items[%d]: %s", i, err.Error())
+		}
+	}
+	jobs, err := s.opts.Jobs.SubmitImages(r.Context(), id, items)
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = map[string]string{"jobId": j.ID, "status": j.Status}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "jobs": out})
+	return nil
+}
+
+func (s *Server) jobs(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
+	q := r.URL.Query()
+	if jobID := q.Get("id"); jobID != "" {
+		j, err := s.app.JobFor(r.Context(), id, jobID)
+		if err != nil {
+			return err
+		}
+		v := j.View()
+		v.OK = true
+		writeJSON(w, http.StatusOK, v)
+		return nil
+	}
+	limit := 20
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			return models.Invalid("limit must be a positive integer (at most 100)")
+		}
+		limit = n
+	}
+	page, err := s.app.Jobs(r.Context(), id, q.Get("status"), q.Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	var next *string
+	if page.NextCursor != "" {
+		next = &page.NextCursor
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "jobs": page.Jobs, "next_cursor": next})
+	return nil
+}
+
+func (s *Server) imageToTemplate(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
+	var req models.ImageToTemplateRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	j, err := s.opts.Jobs.SubmitImageToTemplate(r.Context(), id, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "jobId": j.ID, "status": j.Status})
+	return nil
+}

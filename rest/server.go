@@ -17,15 +17,21 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"studio/jobs"
 	"studio/models"
+	"studio/models/media"
 )
 
 // Options carries what cmd/ wires into the REST surface.
 type Options struct {
 	// CLIGuide is served at GET /api/cli-guide; cmd builds it from the real command tree.
 	CLIGuide any
-	// Media serves stored media under /media/ when the local store is used.
-	Media http.Handler
+	// MediaHandler serves stored media under /media/ when the local store is used.
+	MediaHandler http.Handler
+	// Media is the media store (local disk or S3-compatible): uploads go into it.
+	Media media.Store
+	// Jobs is the asynchronous core: generation submits go through it (routing checks, queue).
+	Jobs *jobs.Service
 }
 
 // Server is the REST surface.
@@ -65,8 +71,8 @@ func (s *Server) Register(r *mux.Router) {
 	api.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method " + r.Method + " not allowed on " + r.URL.Path})
 	})
-	if s.opts.Media != nil {
-		r.PathPrefix("/media/").Handler(http.StripPrefix("/media/", s.opts.Media))
+	if s.opts.MediaHandler != nil {
+		r.PathPrefix("/media/").Handler(http.StripPrefix("/media", s.opts.MediaHandler))
 	}
 }
 

@@ -4,47 +4,116 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 
 	"github.com/gorilla/mux"
 
+	"studio/jobs"
+	"studio/jobs/upstream"
 	"studio/models"
+	"studio/models/media"
 	"studio/rest"
 )
 
-// Service is a running studio: the database, the core and the HTTP handler of every surface.
+// Service is a running studio: the database, the core, the workers and the HTTP handler of every surface.
 type Service struct {
-	DB      *models.DB
-	App     *models.App
-	handler http.Handler
+	DB        *models.DB
+	App       *models.App
+	Jobs      *jobs.Service
+	Media     media.Store
+	Upstreams *upstream.Registry
+	handler   http.Handler
 }
 
-// Options are the parts of the service that come from the command tree.
+// Options are the parts of the service that come from the command tree or from tests.
 type Options struct {
 	CLIGuide any
+	// Jobs tunes the workers (tests shorten back-offs and intervals); Upstreams and Media are filled in.
+	Jobs jobs.Options
+	// Upstreams replaces the upstream configuration (tests); nil reads SERVICE_UPSTREAMS or the built-ins.
+	Upstreams []upstream.Config
 }
 
-// Open opens and migrates the database and builds the core, without starting workers or HTTP.
-func Open(ctx context.Context, cfg models.Config) (*Service, error) {
+// Open opens and migrates the database (core and queue) and builds the service, without starting workers.
+func Open(ctx context.Context, cfg models.Config, opts Options) (*Service, error) {
 	db, err := models.OpenDB(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
 	}
-	if err := models.Migrate(ctx, db); err != nil {
+	if err := models.Migrate(ctx, db, jobs.MigrateQueue(db)); err != nil {
 		db.Close()
 		return nil, err
 	}
-	return New(ctx, db, cfg)
+	s, err := New(ctx, db, cfg, opts)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // New builds the service over an open, migrated database.
-func New(ctx context.Context, db *models.DB, cfg models.Config) (*Service, error) {
+func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*Service, error) {
 	app, err := models.NewApp(ctx, db, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Service{DB: db, App: app}, nil
+	s := &Service{DB: db, App: app}
+	cfgs := opts.Upstreams
+	if cfgs == nil {
+		if cfg.Upstreams != "" {
+			if cfgs, err = upstream.LoadFile(cfg.Upstreams); err != nil {
+				return nil, err
+			}
+		} else {
+			cfgs = upstream.BuiltinUpstreams()
+		}
+	}
+	if s.Upstreams, err = upstream.NewRegistry(cfgs); err != nil {
+		return nil, err
+	}
+	if s.Media, err = openMedia(ctx, cfg); err != nil {
+		return nil, err
+	}
+	jo := opts.Jobs
+	jo.Upstreams, jo.Media = s.Upstreams, s.Media
+	if s.Jobs, err = jobs.New(ctx, app, jo); err != nil {
+		return nil, err
+	}
+	jobs.RegisterAdmin(app.Admin, s.Jobs)
+	return s, nil
+}
+
+// openMedia returns the S3-compatible store when configured, else the local disk under SERVICE_DATA_DIR/media.
+func openMedia(ctx context.Context, cfg models.Config) (media.Store, error) {
+	if cfg.S3Endpoint != "" {
+		st, err := media.NewS3(media.S3Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, Region: cfg.S3Region,
+			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, PublicURL: cfg.CDNURL, TempDir: filepath.Join(cfg.DataDir, "tmp")})
+		if err != nil {
+			return nil, fmt.Errorf("media: %w", err)
+		}
+		return st, nil
+	}
+	st, err := media.NewLocal(filepath.Join(cfg.DataDir, "media"), cfg.CDNURL)
+	if err != nil {
+		return nil, fmt.Errorf("media: %w", err)
+	}
+	return st, nil
+}
+
+// ReloadUpstreams re-reads SERVICE_UPSTREAMS; an invalid file is rejected and the running set kept.
+func (s *Service) ReloadUpstreams() error {
+	if s.App.Config.Upstreams == "" {
+		return nil
+	}
+	if err := s.Upstreams.Reload(s.App.Config.Upstreams); err != nil {
+		return err
+	}
+	slog.Info("upstreams reloaded", "path", s.App.Config.Upstreams)
+	return nil
 }
 
 // Handler builds (once) the HTTP handler of every surface.
@@ -52,18 +121,27 @@ func (s *Service) Handler(opts Options) http.Handler {
 	if s.handler != nil {
 		return s.handler
 	}
-	media := http.FileServer(http.Dir(filepath.Join(s.App.Config.DataDir, "media")))
 	r := mux.NewRouter()
-	rest.New(s.App, rest.Options{CLIGuide: opts.CLIGuide, Media: media}).Register(r)
+	ro := rest.Options{CLIGuide: opts.CLIGuide, Jobs: s.Jobs, Media: s.Media}
+	if l, ok := s.Media.(*media.Local); ok {
+		ro.MediaHandler = l.Handler()
+	}
+	rest.New(s.App, ro).Register(r)
 	s.handler = rest.Middleware(r)
 	return s.handler
 }
 
 // Start starts the background workers.
-func (s *Service) Start(ctx context.Context) error { return nil }
+func (s *Service) Start(ctx context.Context) error { return s.Jobs.Start(ctx) }
 
-// Stop stops the workers, letting running work finish or be rescued later.
-func (s *Service) Stop(ctx context.Context) error { return nil }
+// Stop stops the workers, letting running work finish or be rescued later, and writes batched counters.
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.Jobs.Stop(ctx)
+	if ferr := s.App.FlushUsage(ctx); ferr != nil && err == nil {
+		err = ferr
+	}
+	return err
+}
 
 // Close closes the database.
 func (s *Service) Close() { s.DB.Close() }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"studio/cmd/server"
+	"studio/jobs"
 	"studio/models"
 )
 
@@ -72,7 +73,7 @@ func runAdmin(c *cobra.Command, body map[string]any) error {
 		return err
 	}
 	ctx := context.Background()
-	svc, err := server.Open(ctx, cfg)
+	svc, err := server.Open(ctx, cfg, server.Options{})
 	if err != nil {
 		return err
 	}
@@ -89,5 +90,7 @@ func runAdmin(c *cobra.Command, body map[string]any) error {
 
 // adminActionCatalogue lists the administrator actions for the command tree, from an App with no database.
 func adminActionCatalogue() []models.AdminAction {
-	return models.NewAdminActions(nil).List()
+	reg := models.NewAdminActions(nil)
+	jobs.RegisterAdmin(reg, nil)
+	return reg.List()
 }

@@ -33,10 +33,7 @@ type Guide struct {
 	Commands    []GuideCommand `json:"commands"`
 }
 
-// annotationClient marks the client commands: the ones the guide lists.
-const annotationClient = "client"
-
-// cliGuide walks the command tree and lists the client commands with their flags.
+// cliGuide walks the command tree and lists every command with its flags.
 func cliGuide(root *cobra.Command) Guide {
 	g := Guide{
 		Package:     "studio/cmd/studio",
@@ -46,7 +43,7 @@ func cliGuide(root *cobra.Command) Guide {
 		Environment: []string{"SERVICE_BASE_URL", "SERVICE_API_KEY"},
 	}
 	for _, c := range root.Commands() {
-		if c.Hidden || c.Annotations[annotationClient] == "" {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
 			continue
 		}
 		gc := GuideCommand{Name: c.Name(), Usage: root.Name() + " " + c.Use, Summary: c.Short}

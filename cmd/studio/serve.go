@@ -39,7 +39,7 @@ func newServeCmd() *cobra.Command {
 
 // serve runs the HTTP server until ctx ends, then drains in-flight requests and stops the workers.
 func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
-	svc, err := server.Open(ctx, cfg)
+	svc, err := server.Open(ctx, cfg, server.Options{})
 	if err != nil {
 		return err
 	}
@@ -50,6 +50,16 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 		fmt.Fprintf(os.Stderr, "\n  Platform administrator key (shown once, store it now):\n\n    %s\n\n", key)
 	}
 	handler := svc.Handler(server.Options{CLIGuide: cliGuide(root)})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := svc.ReloadUpstreams(); err != nil {
+				slog.Error("upstreams file rejected; keeping the running set", "err", err)
+			}
+		}
+	}()
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}

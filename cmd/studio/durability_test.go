@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"studio/jobs/upstream/fakeupstream"
+	"studio/models"
+	"studio/models/modelstest"
+)
+
+// TestKilledServerLeavesNoJobBehind submits jobs to one process, kills it with SIGKILL while they are
+// pending, then starts a second process on the same database: every job ends done or failed-and-refunded,
+// and the ledger balances.
+func TestKilledServerLeavesNoJobBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	fake := fakeupstream.New()
+	defer fake.Close()
+	fake.SetFault(fakeupstream.Fault{Mode: fakeupstream.Slow, Delay: 3 * time.Second})
+	dir := t.TempDir()
+	ups := filepath.Join(dir, "upstreams.yaml")
+	yaml := fmt.Sprintf(`upstreams:
+  - {name: img-a, provider: alpha, media: image, family: gen2, protocol: openai, base_url: %s, api_key: k, model: m, capabilities: [reference_images, quality], soft_timeout: 20s}
+  - {name: chat-a, provider: alpha, media: chat, family: chat, protocol: openai, base_url: %s, api_key: k, model: c, capabilities: [vision]}
+`, fake.ChannelURL("img-a"), fake.ChannelURL("chat-a"))
+	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminKey := models.NewAPIKey()
+	env := []string{"DATABASE_URL=" + modelstest.URLFor(t), "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
+		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_JOB_DEADLINE=8s"}
+	a := startStudio(t, env, "serve")
+	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 100})
+	key := created["api_key"].(string)
+	const n = 20
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = map[string]any{"prompt": fmt.Sprintf("job %d", i)}
+	}
+	status, out := a.call(t, "POST", "/api/generate-batch", key, map[string]any{"items": items})
+	if status != 200 {
+		t.Fatalf("batch: %d %v", status, out)
+	}
+	var ids []string
+	for _, j := range out["jobs"].([]any) {
+		ids = append(ids, j.(map[string]any)["jobId"].(string))
+	}
+	for i := 0; i < 100 && fake.Count("/v1/images/generations") == 0; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	fake.ClearFaults()
+
+	b := startStudio(t, env, "serve")
+	deadline := time.Now().Add(60 * time.Second)
+	var done, failed int
+	for _, id := range ids {
+		for {
+			_, j := b.call(t, "GET", "/api/jobs?id="+id, key, nil)
+			if s := j["status"]; s == "done" || s == "failed" {
+				if s == "done" {
+					done++
+				} else {
+					failed++
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s still %v after the restart", id, j["status"])
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	_, bal := b.call(t, "GET", "/api/balance", key, nil)
+	if got, want := bal["credits"].(float64), float64(100-done); got != want {
+		t.Fatalf("credits = %v, want %v (%d done charged, %d failed refunded)", got, want, done, failed)
+	}
+	t.Logf("after SIGKILL and restart: %d done, %d failed and refunded", done, failed)
+}

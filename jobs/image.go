@@ -1,0 +1,268 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"studio/jobs/routing"
+	"studio/jobs/upstream"
+	"studio/models"
+	"studio/models/media"
+)
+
+// SubmitImages validates, routes and charges image requests, then queues them: all accepted or none.
+// A request no upstream can serve is refused before anything is charged.
+func (s *Service) SubmitImages(ctx context.Context, id *models.Identity, reqs []models.GenerateRequest) ([]*models.Job, error) {
+	if !id.Is(models.IdentityTenant, models.IdentityAccount, models.IdentityUser) {
+		return nil, models.Forbidden("only tenant keys, member keys and personal logins can generate")
+	}
+	if len(reqs) == 0 {
+		return nil, models.Invalid("items must hold at least one request")
+	}
+	if len(reqs) > models.MaxBatch {
+		return nil, models.Invalid("a batch holds at most %d items, got %d", models.MaxBatch, len(reqs))
+	}
+	prepared := make([]*models.PreparedImage, len(reqs))
+	for i, req := range reqs {
+		p, err := s.app.PrepareImage(ctx, id, req)
+		if err != nil {
+			if len(reqs) > 1 {
+				return nil, prefixError(fmt.Sprintf("items[%d]: ", i), err)
+			}
+			return nil, err
+		}
+		if err := s.checkRoute(&p.Params); err != nil {
+			return nil, err
+		}
+		prepared[i] = p
+	}
+	return s.app.CreateImageJobs(ctx, id, prepared)
+}
+
+// prefixError adds a prefix to the message of a core error.
+func prefixError(prefix string, err error) error {
+	var e *models.Error
+	if errors.As(err, &e) && e.Kind == models.KindInvalid {
+		c := *e
+		c.Message = prefix + e.Message
+		return &c
+	}
+	return err
+}
+
+// imageRoute is the routing request of image parameters.
+func imageRoute(p *models.ImageParams) routing.Request {
+	req := routing.Request{Media: upstream.MediaImage, Model: p.Model, Provider: p.Provider, Binding: p.Binding}
+	for _, c := range p.Capabilities() {
+		req.Needs = append(req.Needs, upstream.Capability(c))
+	}
+	return req
+}
+
+// checkRoute refuses, before any charge, a request that no upstream can serve or that names an unknown model.
+func (s *Service) checkRoute(p *models.ImageParams) error {
+	_, err := s.Engine.Plan(imageRoute(p))
+	return routeError(err)
+}
+
+// routeError maps routing refusals onto core errors.
+func routeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, routing.ErrNoUpstream):
+		return models.NoUpstream(err)
+	case errors.Is(err, routing.ErrUnknownModel):
+		return &models.Error{Kind: models.KindInvalid, Message: "unknown model: use auto, a model family or a channel name from GET /api/available-models", Err: err}
+	}
+	return err
+}
+
+// imageWorker runs one image job to its end: done with a stored result, or failed and refunded.
+type imageWorker struct {
+	river.WorkerDefaults[ImageJobArgs]
+	s *Service
+}
+
+func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
+	return w.s.runImageJob(ctx, job.Args.JobID)
+}
+
+// runImageJob generates the image of a pending job. Failures of the generation end the job (failed,
+// refunded); failures of the service's own storage are returned so that the queue retries.
+func (s *Service) runImageJob(ctx context.Context, jobID string) error {
+	app := s.app
+	j, err := app.Job(ctx, jobID)
+	if err != nil {
+		if models.KindOf(err) == models.KindNotFound {
+			return nil
+		}
+		return err
+	}
+	if j.Status != models.JobPending {
+		return nil
+	}
+	if !app.Now().Before(j.Deadline) {
+		return app.FailJob(ctx, j.ID, fmt.Sprintf("generation timed out after %s; credits refunded", app.Config.JobDeadline))
+	}
+	runUntil := j.Deadline
+	if budget := app.Now().Add(attemptBudget(app.Config.JobDeadline)); budget.Before(runUntil) {
+		runUntil = budget
+	}
+	ctx, cancel := context.WithDeadline(withJob(ctx, j.ID), runUntil)
+	defer cancel()
+	p, err := j.JobParams()
+	if err != nil {
+		return app.FailJob(ctx, j.ID, "the job's parameters are unreadable; credits refunded")
+	}
+	start := time.Now()
+	if j.Kind == models.JobKindImageToTemplate {
+		return s.runImageToTemplate(ctx, j, p)
+	}
+	if p.SpecMD != "" {
+		prompt, err := s.expandSpec(ctx, j, p)
+		if err != nil {
+			return s.failGeneration(ctx, j, err)
+		}
+		p.Prompt = prompt
+		if err := app.SetJobStep(ctx, j.ID, 1); err != nil {
+			return err
+		}
+	}
+	req, err := s.imageRequest(ctx, &p)
+	if err != nil {
+		return app.FailJob(ctx, j.ID, err.Error())
+	}
+	var img *upstream.Image
+	var used *upstream.Upstream
+	err = s.Engine.Run(ctx, imageRoute(&p), func(note string) { _ = app.SetJobProgress(context.WithoutCancel(ctx), j.ID, note) },
+		func(ctx context.Context, u *upstream.Upstream) error {
+			out, err := u.Image().GenerateImage(ctx, req)
+			if err == nil {
+				img, used = out, u
+			}
+			return err
+		})
+	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) || (ctx.Err() != nil && app.Now().Before(j.Deadline)) {
+			// This process is stopping, or this run used its budget while the job still has time:
+			// leave the job pending for the queue to run again.
+			return fmt.Errorf("jobs: image job %s interrupted: %w", j.ID, ctx.Err())
+		}
+		return s.failGeneration(ctx, j, err)
+	}
+	key, err := media.JoinKey("jobs", j.CreatedAt.UTC().Format("2006-01-02"), j.ID+extOf(img.MIME))
+	if err != nil {
+		return err
+	}
+	if err := s.media.Put(ctx, key, strings.NewReader(string(img.Data)), int64(len(img.Data)), img.MIME); err != nil {
+		slog.Error("storing a generated image failed; the queue retries", "job_id", j.ID, "err", err)
+		return fmt.Errorf("jobs: store result: %w", err)
+	}
+	return app.CompleteJob(context.WithoutCancel(ctx), j.ID, s.media.URL(key), used.CostUSD, time.Since(start))
+}
+
+// failGeneration ends a job after routing gave up: the message says what happened without naming upstreams.
+func (s *Service) failGeneration(ctx context.Context, j *models.Job, err error) error {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		msg = fmt.Sprintf("generation timed out after %s; credits refunded", s.app.Config.JobDeadline)
+	case errors.Is(err, routing.ErrNoUpstream):
+		msg = models.NoUpstreamMessage + ": no upstream can serve this request now; credits refunded"
+	default:
+		var re *routing.RunError
+		if errors.As(err, &re) {
+			slog.Warn("generation failed", "job_id", j.ID, "detail", re.Detail())
+		}
+		msg += "; credits refunded, you may resubmit"
+	}
+	return s.app.FailJob(context.WithoutCancel(ctx), j.ID, msg)
+}
+
+// imageRequest fetches the reference pictures of a job (this service's own media or public URLs).
+func (s *Service) imageRequest(ctx context.Context, p *models.ImageParams) (upstream.ImageRequest, error) {
+	req := upstream.ImageRequest{Prompt: p.Prompt, Ratio: p.Ratio, Resolution: p.Resolution, Background: p.Background}
+	if p.QualityExplicit || p.Quality != "" {
+		req.Quality = p.Quality
+	}
+	for i, u := range p.ReferenceImages {
+		b, err := s.fetchImage(ctx, u)
+		if err != nil {
+			return req, fmt.Errorf("reference_images[%d] could not be read (%v); credits refunded", i, err)
+		}
+		req.ReferenceImages = append(req.ReferenceImages, b)
+	}
+	if p.ImageURL != "" {
+		b, err := s.fetchImage(ctx, p.ImageURL)
+		if err != nil {
+			return req, fmt.Errorf("image_url could not be read (%v); credits refunded", err)
+		}
+		m, err := s.fetchImage(ctx, p.Mask)
+		if err != nil {
+			return req, fmt.Errorf("mask could not be read (%v); credits refunded", err)
+		}
+		req.Image, req.Mask = b, m
+	}
+	return req, nil
+}
+
+// fetchImage reads an image from the media store when the URL is ours, otherwise over the safe client.
+func (s *Service) fetchImage(ctx context.Context, rawURL string) ([]byte, error) {
+	if key, ok := s.media.KeyFromURL(rawURL); ok {
+		rc, _, err := s.media.Open(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		b, _, err := media.ReadAll(rc, media.Detect)
+		return b, err
+	}
+	b, _, err := media.Fetch(ctx, s.client, rawURL, media.MaxImageSize)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := media.Detect(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// expandSpec turns a spec-mode template and the caller's sentence into a full prompt through a chat upstream.
+func (s *Service) expandSpec(ctx context.Context, j *models.Job, p models.ImageParams) (string, error) {
+	var prompt string
+	err := s.Engine.Run(ctx, routing.Request{Media: upstream.MediaChat}, func(note string) {
+		_ = s.app.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
+	}, func(ctx context.Context, u *upstream.Upstream) error {
+		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: []upstream.Message{
+			{Role: "system", Content: p.SpecMD + "\n\nWrite one complete image prompt that follows this specification for the user's description. Answer with the prompt only."},
+			{Role: "user", Content: p.SpecInput},
+		}})
+		if err == nil {
+			prompt = strings.TrimSpace(res.Content)
+		}
+		return err
+	})
+	if err == nil && prompt == "" {
+		err = errors.New("the prompt expansion came back empty")
+	}
+	return prompt, err
+}
+
+func extOf(mime string) string {
+	switch mime {
+	case "image/png":
+		return ".png"
+	case "image/jpeg":
+		return ".jpg"
+	case "image/webp":
+		return ".webp"
+	}
+	return ".bin"
+}

@@ -1,0 +1,144 @@
+// Package jobs owns asynchronous work: the durable queue (River on the service's own database), the
+// workers of image jobs, video tasks and callbacks, and the periodic upstream probes.
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"gorm.io/gorm"
+
+	"studio/models"
+)
+
+// MigrateQueue returns the migration step that creates River's tables, run under the core's migration lock.
+func MigrateQueue(db *models.DB) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		var err error
+		switch db.Dialect {
+		case models.SQLite:
+			var m *rivermigrate.Migrator[*sql.Tx]
+			if m, err = rivermigrate.New(riversqlite.New(db.SQL), nil); err == nil {
+				_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+			}
+		default:
+			var m *rivermigrate.Migrator[*sql.Tx]
+			if m, err = rivermigrate.New(riverdatabasesql.New(db.SQL), nil); err == nil {
+				_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("migrate: queue schema: %w", err)
+		}
+		return nil
+	}
+}
+
+// QueueConfig tunes the queue.
+type QueueConfig struct {
+	Workers      *river.Workers
+	Periodic     []*river.PeriodicJob
+	MaxWorkers   int
+	JobTimeout   time.Duration // longest a single job may run
+	RescueAfter  time.Duration // a job running longer than this (its worker died) is run again
+	PollInterval time.Duration
+}
+
+// Queue is the durable queue: inserts happen inside the core's transactions, workers run in this process.
+type Queue struct {
+	insert func(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) error
+	start  func(ctx context.Context) error
+	stop   func(ctx context.Context) error
+	pool   *pgxpool.Pool
+}
+
+// NewQueue builds the River clients for the database: riversqlite on SQLite, riverpgxv5 for the workers
+// on PostgreSQL (LISTEN/NOTIFY wake-ups) with riverdatabasesql for inserts inside GORM transactions.
+func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, error) {
+	rcfg := func() *river.Config {
+		return &river.Config{
+			Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+			Workers:                     cfg.Workers,
+			PeriodicJobs:                cfg.Periodic,
+			JobTimeout:                  cfg.JobTimeout,
+			RescueStuckJobsAfter:        cfg.RescueAfter,
+			FetchPollInterval:           cfg.PollInterval,
+			FetchCooldown:               minDuration(cfg.PollInterval, 100*time.Millisecond),
+			MaxAttempts:                 10,
+			Logger:                      slog.Default().With("component", "queue"),
+			CompletedJobRetentionPeriod: 24 * time.Hour,
+		}
+	}
+	q := &Queue{}
+	switch db.Dialect {
+	case models.SQLite:
+		client, err := river.NewClient(riversqlite.New(db.SQL), rcfg())
+		if err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		q.insert = func(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) error {
+			_, err := client.InsertTx(ctx, tx, args, opts)
+			return err
+		}
+		q.start, q.stop = client.Start, client.Stop
+	default:
+		pool, err := pgxpool.New(ctx, db.URL)
+		if err != nil {
+			return nil, fmt.Errorf("queue: connect: %w", err)
+		}
+		q.pool = pool
+		client, err := river.NewClient(riverpgxv5.New(pool), rcfg())
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		inserter, err := river.NewClient(riverdatabasesql.New(db.SQL), &river.Config{})
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("queue: inserter: %w", err)
+		}
+		q.insert = func(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) error {
+			_, err := inserter.InsertTx(ctx, tx, args, opts)
+			return err
+		}
+		q.start, q.stop = client.Start, client.Stop
+	}
+	return q, nil
+}
+
+func minDuration(a, b time.Duration) time.Duration {
+	if a > 0 && a < b {
+		return a
+	}
+	return b
+}
+
+// InsertTx enqueues args inside the GORM transaction tx, so the work exists exactly when the transaction commits.
+func (q *Queue) InsertTx(tx *gorm.DB, args river.JobArgs, opts *river.InsertOpts) error {
+	sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
+	if !ok {
+		return fmt.Errorf("queue: enqueue outside a transaction")
+	}
+	return q.insert(tx.Statement.Context, sqlTx, args, opts)
+}
+
+// Start starts the workers.
+func (q *Queue) Start(ctx context.Context) error { return q.start(ctx) }
+
+// Stop stops fetching new work and waits for running work to finish (or ctx to end).
+func (q *Queue) Stop(ctx context.Context) error {
+	err := q.stop(ctx)
+	if q.pool != nil {
+		q.pool.Close()
+	}
+	return err
+}

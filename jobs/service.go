@@ -1,0 +1,214 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/riverqueue/river"
+	"gorm.io/gorm"
+
+	"studio/jobs/routing"
+	"studio/jobs/upstream"
+	"studio/models"
+	"studio/models/media"
+)
+
+// Options tunes the asynchronous side of the service.
+type Options struct {
+	// Upstreams is the registry of upstream channels (the upstreams file, or the built-in ones).
+	Upstreams *upstream.Registry
+	// Media stores generated results.
+	Media media.Store
+	// MaxWorkers bounds concurrent jobs in this process (default 50).
+	MaxWorkers int
+	// CallbackBackoff is the delay before each callback retry (default 5 s, 30 s, 2 min, 10 min, 1 h).
+	CallbackBackoff []time.Duration
+	// ProbeInterval is the period of upstream probes (default 60 s).
+	ProbeInterval time.Duration
+	// SweepInterval is how often overdue jobs are failed and refunded (default 30 s).
+	SweepInterval time.Duration
+	// PollInterval is how often idle workers look for work when not woken (default 1 s on PostgreSQL, 200 ms on SQLite).
+	PollInterval time.Duration
+	// RetryBase is the first routing back-off before retrying a transient upstream error (default 500 ms).
+	RetryBase time.Duration
+	// VideoPoll is how often a running video task is checked at its upstream (default 5 s).
+	VideoPoll time.Duration
+}
+
+// Service is the asynchronous core: routing, the queue and its workers.
+type Service struct {
+	app     *models.App
+	Engine  *routing.Engine
+	media   media.Store
+	queue   *Queue
+	client  *http.Client // safe client for reference images and callbacks
+	opts    Options
+	started bool
+}
+
+// Kinds of queued work.
+const (
+	kindImage    = "image_job"
+	kindCallback = "callback"
+	kindProbe    = "upstream_probe"
+	kindSweep    = "job_sweep"
+)
+
+// ImageJobArgs queues one image job.
+type ImageJobArgs struct {
+	JobID string `json:"job_id"`
+}
+
+// Kind names the work.
+func (ImageJobArgs) Kind() string { return kindImage }
+
+// CallbackArgs queues the delivery of one job's callback.
+type CallbackArgs struct {
+	JobID string `json:"job_id"`
+}
+
+// Kind names the work.
+func (CallbackArgs) Kind() string { return kindCallback }
+
+// ProbeArgs is the periodic probe of removed upstreams.
+type ProbeArgs struct{}
+
+// Kind names the work.
+func (ProbeArgs) Kind() string { return kindProbe }
+
+// SweepArgs is the periodic expiry of overdue jobs.
+type SweepArgs struct{}
+
+// Kind names the work.
+func (SweepArgs) Kind() string { return kindSweep }
+
+// New builds the routing engine, the queue and its workers, and connects them to the core.
+func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
+	if opts.MaxWorkers <= 0 {
+		opts.MaxWorkers = 50
+	}
+	if len(opts.CallbackBackoff) == 0 {
+		opts.CallbackBackoff = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, time.Hour}
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = time.Minute
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = 30 * time.Second
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+		if app.DB.Dialect == models.SQLite {
+			opts.PollInterval = 200 * time.Millisecond
+		}
+	}
+	if opts.VideoPoll <= 0 {
+		opts.VideoPoll = 5 * time.Second
+	}
+	s := &Service{app: app, media: opts.Media, opts: opts,
+		client: media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(30*time.Second))}
+	s.Engine = routing.NewEngine(opts.Upstreams, routing.Options{Store: NewHealthStore(app.DB), RetryBase: opts.RetryBase,
+		Logger: slog.Default().With("component", "routing")})
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &imageWorker{s: s})
+	river.AddWorker(workers, &callbackWorker{s: s})
+	river.AddWorker(workers, &probeWorker{s: s})
+	river.AddWorker(workers, &sweepWorker{s: s})
+	periodic := []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(opts.ProbeInterval), func() (river.JobArgs, *river.InsertOpts) {
+			return ProbeArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: opts.ProbeInterval}}
+		}, nil),
+		river.NewPeriodicJob(river.PeriodicInterval(opts.SweepInterval), func() (river.JobArgs, *river.InsertOpts) {
+			return SweepArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: opts.SweepInterval}}
+		}, &river.PeriodicJobOpts{RunOnStart: true}),
+	}
+	deadline := app.Config.JobDeadline
+	q, err := NewQueue(ctx, app.DB, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers,
+		JobTimeout: attemptBudget(deadline) + 5*time.Second, RescueAfter: attemptBudget(deadline) + deadline/10 + 10*time.Second,
+		PollInterval: opts.PollInterval})
+	if err != nil {
+		return nil, err
+	}
+	s.queue = q
+	app.Enqueue = s.enqueue
+	app.ValidateBinding = s.validateBinding
+	return s, nil
+}
+
+// attemptBudget is the longest one run of a job may take: half its deadline, so that the work of a replica
+// that died is rescued and run again while the job still has time left.
+func attemptBudget(deadline time.Duration) time.Duration { return deadline / 2 }
+
+// enqueue is the core's Enqueue hook: it maps a unit of work to its queue arguments.
+func (s *Service) enqueue(tx *gorm.DB, w models.Work) error {
+	opts := &river.InsertOpts{}
+	if w.Delay > 0 {
+		opts.ScheduledAt = time.Now().Add(w.Delay)
+	}
+	switch w.Kind {
+	case models.JobKindImage, models.JobKindImageToTemplate:
+		return s.queue.InsertTx(tx, ImageJobArgs{JobID: w.ID}, opts)
+	case "callback":
+		opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
+		return s.queue.InsertTx(tx, CallbackArgs{JobID: w.ID}, opts)
+	}
+	return fmt.Errorf("jobs: unknown work kind %q", w.Kind)
+}
+
+func (s *Service) validateBinding(model string) error {
+	set := s.opts.Upstreams.Current()
+	if set.ByName(model) != nil || set.HasFamily(upstream.MediaImage, model) || set.HasFamily(upstream.MediaVideo, model) || set.HasFamily(upstream.MediaChat, model) {
+		return nil
+	}
+	return models.Invalid("unknown model family or channel %q", model)
+}
+
+// Start starts the workers of this process.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.queue.Start(ctx); err != nil {
+		return fmt.Errorf("jobs: start queue: %w", err)
+	}
+	s.started = true
+	return nil
+}
+
+// Stop stops taking new work and waits for running work (bounded by ctx); unfinished jobs stay queued
+// and are rescued by another process or after a restart.
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.queue.Stop(ctx)
+	_ = s.Engine.Flush(ctx)
+	return err
+}
+
+// probeWorker restores removed upstreams whose probe succeeds; it runs on the elected leader only.
+type probeWorker struct {
+	river.WorkerDefaults[ProbeArgs]
+	s *Service
+}
+
+func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error {
+	restored, err := w.s.Engine.ProbeRemoved(ctx)
+	if restored > 0 {
+		slog.Info("upstreams restored by probe", "count", restored)
+	}
+	return err
+}
+
+// sweepWorker fails and refunds jobs that passed their deadline, whatever happened to their worker.
+type sweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	s *Service
+}
+
+func (w *sweepWorker) Work(ctx context.Context, job *river.Job[SweepArgs]) error {
+	d := w.s.app.Config.JobDeadline
+	n, err := w.s.app.ExpireOverdueJobs(ctx, d/5+2*time.Second)
+	if n > 0 {
+		slog.Warn("overdue jobs failed and refunded", "count", n)
+	}
+	return err
+}

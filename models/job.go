@@ -1,0 +1,600 @@
+package models
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"gorm.io/datatypes"
+	"gorm.io/gorm"
+
+	"studio/models/contract"
+)
+
+// Job statuses of spec section 3.
+const (
+	JobPending = "pending"
+	JobDone    = "done"
+	JobFailed  = "failed"
+)
+
+// Job kinds.
+const (
+	JobKindImage           = "image"
+	JobKindImageToTemplate = "image_to_template"
+)
+
+// MaxBatch is the largest batch of POST /api/generate-batch.
+const MaxBatch = 32
+
+// GenerateRequest is the body of POST /api/generate (spec 4.2) and of one batch item.
+type GenerateRequest struct {
+	Prompt          *string         `json:"prompt"`
+	SkillSlug       string          `json:"skill_slug"`
+	TemplateID      string          `json:"template_id"`
+	TemplateSlug    string          `json:"template_slug"`
+	Input           json.RawMessage `json:"input"`
+	Provider        string          `json:"provider"`
+	Model           string          `json:"model"`
+	Ratio           string          `json:"ratio"`
+	Quality         string          `json:"quality"`
+	Background      string          `json:"background"`
+	ReferenceImages []string        `json:"reference_images"`
+	ImageURL        string          `json:"image_url"`
+	Mask            string          `json:"mask"`
+	Resolution      string          `json:"resolution"`
+	CallbackURL     string          `json:"callback_url"`
+}
+
+// ImageParams is a validated image request as the worker needs it; it is private to the service
+// (it holds the resolved prompt, which may come from a gated template or a skill).
+type ImageParams struct {
+	Prompt          string   `json:"prompt,omitempty"`
+	SpecMD          string   `json:"spec_md,omitempty"`    // spec-mode template: expanded by a chat upstream first
+	SpecInput       string   `json:"spec_input,omitempty"` // the caller's one-sentence description
+	TemplateID      string   `json:"template_id,omitempty"`
+	Provider        string   `json:"provider,omitempty"`
+	Model           string   `json:"model,omitempty"`
+	Binding         string   `json:"binding,omitempty"`
+	Ratio           string   `json:"ratio"`
+	Quality         string   `json:"quality"`
+	QualityExplicit bool     `json:"quality_explicit,omitempty"`
+	Background      string   `json:"background"`
+	Resolution      string   `json:"resolution"`
+	ReferenceImages []string `json:"reference_images,omitempty"`
+	ImageURL        string   `json:"image_url,omitempty"`
+	Mask            string   `json:"mask,omitempty"`
+	// Image-to-template jobs: the source picture and the caller's wishes for the new template.
+	SourceImage      string `json:"source_image,omitempty"`
+	TemplateName     string `json:"template_name,omitempty"`
+	TemplateSlug     string `json:"template_slug,omitempty"`
+	TemplateCategory string `json:"template_category,omitempty"`
+}
+
+// Capabilities lists the upstream capabilities the request needs (routing filters on them first).
+func (p *ImageParams) Capabilities() []string {
+	var caps []string
+	if len(p.ReferenceImages) > 0 || p.ImageURL != "" {
+		caps = append(caps, "reference_images")
+	}
+	if p.Mask != "" {
+		caps = append(caps, "mask")
+	}
+	if p.Background == contract.BackgroundTransparent {
+		caps = append(caps, "transparent")
+	}
+	if p.QualityExplicit {
+		caps = append(caps, "quality")
+	}
+	if p.Resolution == contract.ImageResolution2k || p.Resolution == contract.ImageResolution4k {
+		caps = append(caps, "large")
+	}
+	return caps
+}
+
+// OutputFormat is the stored format: PNG with alpha for transparent backgrounds (enforced), PNG otherwise too
+// when the upstream returns it; the service never lets the caller choose.
+func (p *ImageParams) OutputFormat() string {
+	if p.Background == contract.BackgroundTransparent {
+		return "png"
+	}
+	return ""
+}
+
+// PreparedImage is a validated, priced image request ready to be charged and queued.
+type PreparedImage struct {
+	Params      ImageParams
+	Credits     int64
+	CallbackURL string
+	Kind        string
+}
+
+// fromContract turns a template-rule error into a KindInvalid error with the rule's message.
+func fromContract(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Kind: KindInvalid, Message: err.Error(), Err: err}
+}
+
+// PrepareImage validates a generate request for the identity and resolves its prompt; nothing is stored.
+func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateRequest) (*PreparedImage, error) {
+	sources := 0
+	if req.Prompt != nil {
+		sources++
+	}
+	if req.SkillSlug != "" {
+		sources++
+	}
+	if req.TemplateID != "" || req.TemplateSlug != "" {
+		sources++
+	}
+	if req.TemplateID != "" && req.TemplateSlug != "" {
+		return nil, Invalid("send template_id or template_slug, not both")
+	}
+	if sources != 1 {
+		return nil, Invalid("send exactly one of prompt, skill_slug (+ input) or template_id/template_slug (+ input)")
+	}
+	p := ImageParams{Provider: strings.TrimSpace(req.Provider), Model: strings.TrimSpace(req.Model)}
+	if p.Provider == "auto" {
+		p.Provider = ""
+	}
+	var err error
+	if p.Quality, err = contract.ParseImageQuality(req.Quality); err != nil {
+		return nil, fromContract(err)
+	}
+	p.QualityExplicit = req.Quality != ""
+	if p.Background, err = contract.ParseImageBackground(req.Background); err != nil {
+		return nil, fromContract(err)
+	}
+	if p.Resolution, err = contract.ParseImageResolution(req.Resolution); err != nil {
+		return nil, fromContract(err)
+	}
+	if req.Ratio != "" {
+		if _, _, err := contract.ParseRatio(req.Ratio); err != nil {
+			return nil, fromContract(err)
+		}
+	}
+	if (req.ImageURL == "") != (req.Mask == "") {
+		return nil, Invalid("image_url and mask must be given together (inpainting)")
+	}
+	for i, u := range req.ReferenceImages {
+		if err := a.CheckMediaURL(u); err != nil {
+			return nil, Invalid("reference_images[%d]: %s", i, err.Error())
+		}
+	}
+	if len(req.ReferenceImages) > 16 {
+		return nil, Invalid("reference_images: at most 16 images")
+	}
+	for name, u := range map[string]string{"image_url": req.ImageURL, "mask": req.Mask} {
+		if u != "" {
+			if err := a.CheckMediaURL(u); err != nil {
+				return nil, Invalid("%s: %s", name, err.Error())
+			}
+		}
+	}
+	p.ReferenceImages, p.ImageURL, p.Mask = req.ReferenceImages, req.ImageURL, req.Mask
+	if req.CallbackURL != "" {
+		if err := a.CheckCallbackURL(req.CallbackURL); err != nil {
+			return nil, err
+		}
+	}
+	p.Ratio = req.Ratio
+	switch {
+	case req.Prompt != nil:
+		p.Prompt = strings.TrimSpace(*req.Prompt)
+		if p.Prompt == "" {
+			return nil, Invalid("prompt must not be empty")
+		}
+		if len(p.Prompt) > 8000 {
+			return nil, Invalid("prompt is too long (at most 8000 bytes)")
+		}
+		if len(req.Input) > 0 && string(req.Input) != "null" {
+			return nil, Invalid("input goes with skill_slug or template_id, not with prompt")
+		}
+	default:
+		if err := a.resolveTemplatePrompt(ctx, id, req, &p); err != nil {
+			return nil, err
+		}
+	}
+	if p.Ratio == "" {
+		p.Ratio = "1:1"
+	}
+	if id.Kind == IdentityTenant || id.Kind == IdentityAccount {
+		t, err := a.Tenant(ctx, id.TenantID)
+		if err != nil {
+			return nil, err
+		}
+		p.Binding = t.Binding
+	}
+	cost, err := contract.ImageCost(p.Resolution)
+	if err != nil {
+		return nil, fromContract(err)
+	}
+	return &PreparedImage{Params: p, Credits: int64(cost), CallbackURL: req.CallbackURL, Kind: JobKindImage}, nil
+}
+
+// resolveTemplatePrompt fills the prompt from a skill or template: form mode substitutes on the server,
+// spec mode keeps the specification for the worker to expand through a chat upstream.
+func (a *App) resolveTemplatePrompt(ctx context.Context, id *Identity, req GenerateRequest, p *ImageParams) error {
+	t, err := a.TemplateForUse(ctx, id, TemplateRef{ID: req.TemplateID, Slug: req.TemplateSlug, SkillSlug: req.SkillSlug})
+	if err != nil {
+		return err
+	}
+	cfgs, err := t.ImageConfigs()
+	if err != nil || len(cfgs) == 0 {
+		return Invalid("template has no usable generation config")
+	}
+	cfg := cfgs[0]
+	p.TemplateID = t.ID
+	if p.Ratio == "" {
+		p.Ratio = t.Ratio
+	}
+	if p.Model == "" && cfg.Model != "" && cfg.Model != "auto" {
+		p.Model = cfg.Model
+	}
+	if !p.QualityExplicit && cfg.Quality != "" {
+		p.Quality = cfg.Quality
+	}
+	if len(p.ReferenceImages) == 0 && len(cfg.DefaultReferenceImages) > 0 {
+		p.ReferenceImages = append([]string(nil), cfg.DefaultReferenceImages...)
+	}
+	if cfg.RefRequired && len(p.ReferenceImages) == 0 && p.ImageURL == "" {
+		return Invalid("this template needs a reference image: upload one and send it in reference_images")
+	}
+	mode, err := contract.ModeOf(cfg.PromptTemplate, cfg.Fields, cfg.SkillSpecMD)
+	if err != nil {
+		return fromContract(err)
+	}
+	if mode == contract.ModeSpec {
+		var sentence string
+		if len(req.Input) > 0 && json.Unmarshal(req.Input, &sentence) != nil {
+			return Invalid("input must be a one-sentence description (a string) for this template")
+		}
+		sentence = strings.TrimSpace(sentence)
+		if sentence == "" {
+			return Invalid("missing required field: input (a one-sentence description)")
+		}
+		p.SpecMD, p.SpecInput = cfg.SkillSpecMD, sentence
+		return nil
+	}
+	input := map[string]any{}
+	if len(req.Input) > 0 && string(req.Input) != "null" {
+		if err := json.Unmarshal(req.Input, &input); err != nil {
+			return Invalid("input must be an object of field values for this template")
+		}
+	}
+	prompt, err := contract.Substitute(cfg.PromptTemplate, cfg.Fields, input)
+	if err != nil {
+		return fromContract(err)
+	}
+	p.Prompt = prompt
+	return nil
+}
+
+// CheckMediaURL accepts media of this service and public http(s) URLs (fetched later with the safe client).
+func (a *App) CheckMediaURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an http(s) URL from the upload endpoint")
+	}
+	if strings.HasPrefix(raw, a.Config.CDNURL+"/") || a.Config.AllowPrivateURLs {
+		return nil
+	}
+	if privateHost(u.Hostname()) {
+		return errors.New("private and loopback addresses are not allowed")
+	}
+	return nil
+}
+
+// CheckCallbackURL refuses callback URLs that are not http(s) or point at private addresses (unless allowed).
+func (a *App) CheckCallbackURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(raw) > 2000 {
+		return Invalid("callback_url must be an absolute http(s) URL")
+	}
+	if !a.Config.AllowPrivateURLs && privateHost(u.Hostname()) {
+		return Invalid("callback_url points at a private or loopback address, which is not allowed")
+	}
+	return nil
+}
+
+// privateHost reports literal private, loopback or link-local addresses and local names; names that
+// resolve to such addresses are refused again at connection time by the safe HTTP client.
+func privateHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") || strings.HasSuffix(h, ".local") || strings.HasSuffix(h, ".internal") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	if ip == nil {
+		return false
+	}
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() ||
+		(ip.To4() != nil && ip.To4()[0] == 100 && ip.To4()[1]&0xc0 == 64)
+}
+
+// rateLimitTx counts n calls of a kind for the identity in the current hour; over the limit it is
+// KindRateLimited with the seconds until the window ends. It runs in the caller's transaction.
+func (a *App) rateLimitTx(tx *gorm.DB, id *Identity, kind string, n, limit int) error {
+	now := a.Now()
+	window := now.Truncate(time.Hour)
+	key := kind + ":" + id.Owner()
+	if n > limit {
+		return a.rateLimited(kind, limit, window.Add(time.Hour).Sub(now))
+	}
+	res := tx.Exec(`INSERT INTO rate_counters (key, window_start, count) VALUES (?, ?, ?)
+		ON CONFLICT (key, window_start) DO UPDATE SET count = rate_counters.count + excluded.count
+		WHERE rate_counters.count + excluded.count <= ?`, key, window, n, limit)
+	if res.Error != nil {
+		return Internal("rate limit", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return a.rateLimited(kind, limit, window.Add(time.Hour).Sub(now))
+	}
+	return nil
+}
+
+func (a *App) rateLimited(kind string, limit int, retry time.Duration) error {
+	return &Error{Kind: KindRateLimited, RetryAfter: retry,
+		Message: fmt.Sprintf("rate limit exceeded: at most %d %s calls per hour; retry in %d s", limit, kind, int(retry.Seconds())+1)}
+}
+
+// CreateImageJobs charges and stores prepared image jobs and queues them, all in one transaction:
+// every job is accepted or none is.
+func (a *App) CreateImageJobs(ctx context.Context, id *Identity, items []*PreparedImage) ([]*Job, error) {
+	if len(items) == 0 {
+		return nil, Invalid("no items")
+	}
+	var total int64
+	for _, it := range items {
+		total += it.Credits
+	}
+	now := a.Now()
+	jobs := make([]*Job, len(items))
+	for i, it := range items {
+		params, _ := json.Marshal(it.Params)
+		j := &Job{ID: NewID(), Kind: it.Kind, Status: JobPending, Params: datatypes.JSON(params), Credits: it.Credits,
+			CallbackURL: it.CallbackURL, Deadline: now.Add(a.Config.JobDeadline), CreatedAt: now, UpdatedAt: now}
+		if it.Kind == JobKindImageToTemplate {
+			steps, _ := json.Marshal(imageToTemplateSteps(0))
+			j.Steps = steps
+		} else if it.Params.SpecMD != "" {
+			steps, _ := json.Marshal(specSteps(0))
+			j.Steps = steps
+		}
+		setJobOwner(id, &j.TenantID, &j.AccountID, &j.UserID)
+		if it.CallbackURL != "" {
+			j.Callback = "pending"
+		}
+		jobs[i] = j
+	}
+	ref := jobs[0].ID
+	if len(jobs) > 1 {
+		ref = "batch:" + jobs[0].ID
+	}
+	err := a.Tx(ctx, func(tx *gorm.DB) error {
+		if err := a.rateLimitTx(tx, id, "generate", len(items), a.Config.GenerateRate); err != nil {
+			return err
+		}
+		charge, err := a.ChargeTx(tx, id, total, ref, fmt.Sprintf("%d image job(s)", len(items)))
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			j.ChargedTo = charge.ChargedTo
+		}
+		if err := tx.CreateInBatches(jobs, 100).Error; err != nil {
+			return Internal("job: create", err)
+		}
+		if id.TenantID != "" {
+			service := "image"
+			if items[0].Kind == JobKindImageToTemplate {
+				service = "other"
+			}
+			for range jobs {
+				if err := a.RecordUsageTx(tx, id.TenantID, service, id.Agent); err != nil {
+					return err
+				}
+			}
+		}
+		for _, j := range jobs {
+			if err := a.Enqueue(tx, Work{Kind: j.Kind, ID: j.ID}); err != nil {
+				return Internal("job: enqueue", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, asCoreError("job: create", err)
+	}
+	return jobs, nil
+}
+
+func setJobOwner(id *Identity, tenantID, accountID, userID **string) {
+	if id.TenantID != "" {
+		v := id.TenantID
+		*tenantID = &v
+	}
+	if id.AccountID != "" {
+		v := id.AccountID
+		*accountID = &v
+	}
+	if id.UserID != "" {
+		v := id.UserID
+		*userID = &v
+	}
+}
+
+// Step is one phase of a multi-step job.
+type Step struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // waiting | running | done | failed
+}
+
+func stepsAt(names []string, current int) []Step {
+	steps := make([]Step, len(names))
+	for i, n := range names {
+		switch {
+		case i < current:
+			steps[i] = Step{n, "done"}
+		case i == current:
+			steps[i] = Step{n, "running"}
+		default:
+			steps[i] = Step{n, "waiting"}
+		}
+	}
+	return steps
+}
+
+var imageToTemplateStepNames = []string{"read_image", "choose_placeholders", "create_template"}
+var specStepNames = []string{"expand_prompt", "generate_image"}
+
+func imageToTemplateSteps(current int) []Step { return stepsAt(imageToTemplateStepNames, current) }
+func specSteps(current int) []Step            { return stepsAt(specStepNames, current) }
+
+// JobParams decodes the private parameters of a job.
+func (j *Job) JobParams() (ImageParams, error) {
+	var p ImageParams
+	err := json.Unmarshal(j.Params, &p)
+	return p, err
+}
+
+// Job returns a job by id, with no visibility check (workers).
+func (a *App) Job(ctx context.Context, jobID string) (*Job, error) {
+	var j Job
+	err := a.DB.WithContext(ctx).First(&j, "id = ?", jobID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, NotFound("job")
+	}
+	if err != nil {
+		return nil, Internal("job: read", err)
+	}
+	return &j, nil
+}
+
+// jobScope limits a query to the jobs the identity may see: a tenant key its tenant's, a member or a
+// personal login its own.
+func jobScope(tx *gorm.DB, id *Identity) *gorm.DB {
+	switch id.Kind {
+	case IdentityTenant:
+		return tx.Where("tenant_id = ?", id.TenantID)
+	case IdentityAccount:
+		return tx.Where("account_id = ?", id.AccountID)
+	case IdentityUser:
+		return tx.Where("user_id = ?", id.UserID)
+	}
+	return tx.Where("1 = 0")
+}
+
+// JobFor returns a job the identity may see; any other is not found.
+func (a *App) JobFor(ctx context.Context, id *Identity, jobID string) (*Job, error) {
+	var j Job
+	err := jobScope(a.DB.WithContext(ctx), id).First(&j, "id = ?", jobID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, NotFound("job")
+	}
+	if err != nil {
+		return nil, Internal("job: read", err)
+	}
+	return &j, nil
+}
+
+// JobView is the public shape of a job (D6); it never carries the prompt or an upstream name.
+type JobView struct {
+	OK         bool      `json:"ok,omitempty"`
+	JobID      string    `json:"jobId"`
+	Status     string    `json:"status"`
+	Progress   string    `json:"progress"`
+	CDNURL     string    `json:"cdn_url,omitempty"`
+	Error      *string   `json:"error"`
+	TemplateID string    `json:"template_id,omitempty"`
+	Steps      []Step    `json:"steps,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// View returns the public shape of the job.
+func (j *Job) View() JobView {
+	v := JobView{JobID: j.ID, Status: j.Status, Progress: j.Progress, CDNURL: j.CDNURL, Error: j.Error,
+		CreatedAt: j.CreatedAt.UTC(), UpdatedAt: j.UpdatedAt.UTC()}
+	if len(j.Steps) > 0 {
+		_ = json.Unmarshal(j.Steps, &v.Steps)
+	}
+	if j.Kind == JobKindImageToTemplate && j.Status == JobDone {
+		v.TemplateID = j.ResultRef
+	}
+	return v
+}
+
+// JobPage is one page of a job listing.
+type JobPage struct {
+	Jobs       []JobView
+	NextCursor string
+}
+
+// Jobs lists the identity's jobs, newest first, with an opaque cursor.
+func (a *App) Jobs(ctx context.Context, id *Identity, status, cursor string, limit int) (*JobPage, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	if limit > 100 {
+		limit = 100
+	}
+	q := jobScope(a.DB.WithContext(ctx), id)
+	switch status {
+	case "":
+	case JobPending, JobDone, JobFailed:
+		q = q.Where("status = ?", status)
+	default:
+		return nil, Invalid("status must be pending, done or failed")
+	}
+	if cursor != "" {
+		at, jid, err := decodeCursor(cursor)
+		if err != nil {
+			return nil, Invalid("invalid cursor")
+		}
+		q = q.Where("(created_at < ?) OR (created_at = ? AND id < ?)", at, at, jid)
+	}
+	var rows []Job
+	if err := q.Order("created_at DESC, id DESC").Limit(limit + 1).Find(&rows).Error; err != nil {
+		return nil, Internal("job: list", err)
+	}
+	page := &JobPage{Jobs: make([]JobView, 0, len(rows))}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[len(rows)-1]
+		page.NextCursor = encodeCursor(last.CreatedAt, last.ID)
+	}
+	for i := range rows {
+		page.Jobs = append(page.Jobs, rows[i].View())
+	}
+	return page, nil
+}
+
+func encodeCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))
+}
+
+func decodeCursor(c string) (time.Time, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return time.Time{}, "", errors.New("cursor")
+	}
+	at, err := time.Parse(time.RFC3339Nano, ts)
+	return at, id, err
+}

@@ -1,0 +1,210 @@
+package models
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// SetJobProgress records the progress note of a pending job (for example a switch to a backup channel).
+func (a *App) SetJobProgress(ctx context.Context, jobID, note string) error {
+	res := a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).
+		Updates(map[string]any{"progress": note, "updated_at": a.Now()})
+	if res.Error != nil {
+		return Internal("job: progress", res.Error)
+	}
+	a.Notify(ctx, "job", jobID)
+	return nil
+}
+
+// SetJobStep marks step current of a multi-step job as running (earlier ones done).
+func (a *App) SetJobStep(ctx context.Context, jobID string, current int) error {
+	j, err := a.Job(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	names := specStepNames
+	if j.Kind == JobKindImageToTemplate {
+		names = imageToTemplateStepNames
+	}
+	steps, _ := json.Marshal(stepsAt(names, current))
+	res := a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).
+		Updates(map[string]any{"steps": steps, "updated_at": a.Now()})
+	if res.Error != nil {
+		return Internal("job: step", res.Error)
+	}
+	a.Notify(ctx, "job", jobID)
+	return nil
+}
+
+// finalSteps closes the steps of a job that ended: all done, or the running one failed; none stays running.
+func finalSteps(raw []byte, ok bool) []byte {
+	if len(raw) == 0 {
+		return raw
+	}
+	var steps []Step
+	if json.Unmarshal(raw, &steps) != nil {
+		return raw
+	}
+	for i := range steps {
+		switch {
+		case ok:
+			steps[i].Status = "done"
+		case steps[i].Status == "running":
+			steps[i].Status = "failed"
+		}
+	}
+	out, _ := json.Marshal(steps)
+	return out
+}
+
+// CompleteJob marks a pending job done with its result and queues its callback, in one transaction.
+// It returns nil without change when the job already ended (another worker finished it).
+func (a *App) CompleteJob(ctx context.Context, jobID, cdnURL string, costUSD float64, elapsed time.Duration) error {
+	return a.completeJob(ctx, jobID, func(tx *gorm.DB, j *Job) (map[string]any, error) {
+		return map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds()}, nil
+	})
+}
+
+// completeJob runs extra work (such as creating a template) and marks the job done, all in one transaction.
+func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm.DB, j *Job) (map[string]any, error)) error {
+	err := a.Tx(ctx, func(tx *gorm.DB) error {
+		var j Job
+		if err := tx.First(&j, "id = ?", jobID).Error; err != nil {
+			return err
+		}
+		if j.Status != JobPending {
+			return errJobEnded
+		}
+		now := a.Now()
+		up, err := extra(tx, &j)
+		if err != nil {
+			return err
+		}
+		up["status"], up["progress"], up["updated_at"], up["finished_at"] = JobDone, "", now, now
+		up["steps"] = finalSteps(j.Steps, true)
+		if _, ok := up["elapsed_ms"]; !ok {
+			up["elapsed_ms"] = now.Sub(j.CreatedAt).Milliseconds()
+		}
+		res := tx.Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).Updates(up)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errJobEnded
+		}
+		if j.CallbackURL != "" {
+			return a.Enqueue(tx, Work{Kind: "callback", ID: j.ID})
+		}
+		return nil
+	})
+	if err == errJobEnded {
+		return nil
+	}
+	if err != nil {
+		return asCoreError("job: complete", err)
+	}
+	a.Notify(ctx, "job", jobID)
+	return nil
+}
+
+var errJobEnded = &Error{Kind: KindConflict, Message: "job already ended"}
+
+// FailJob marks a pending job failed with a reason, refunds its credits in full at once, and queues its
+// callback, in one transaction; a job that already ended is left alone (never refunded twice).
+func (a *App) FailJob(ctx context.Context, jobID, reason string) error {
+	err := a.Tx(ctx, func(tx *gorm.DB) error { return a.failJobTx(tx, jobID, reason) })
+	if err == errJobEnded {
+		return nil
+	}
+	if err != nil {
+		return asCoreError("job: fail", err)
+	}
+	a.Notify(ctx, "job", jobID)
+	return nil
+}
+
+func (a *App) failJobTx(tx *gorm.DB, jobID, reason string) error {
+	var j Job
+	if err := tx.First(&j, "id = ?", jobID).Error; err != nil {
+		return err
+	}
+	if j.Status != JobPending {
+		return errJobEnded
+	}
+	now := a.Now()
+	res := tx.Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).Updates(map[string]any{
+		"status": JobFailed, "error": reason, "progress": "", "updated_at": now, "finished_at": now,
+		"elapsed_ms": now.Sub(j.CreatedAt).Milliseconds(), "steps": finalSteps(j.Steps, false)})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return errJobEnded
+	}
+	if _, err := a.RefundJobTx(tx, &j); err != nil {
+		return err
+	}
+	if j.CallbackURL != "" {
+		return a.Enqueue(tx, Work{Kind: "callback", ID: j.ID})
+	}
+	return nil
+}
+
+// ExpireOverdueJobs fails and refunds pending jobs whose deadline passed more than grace ago.
+func (a *App) ExpireOverdueJobs(ctx context.Context, grace time.Duration) (int, error) {
+	var ids []string
+	if err := a.DB.WithContext(ctx).Model(&Job{}).Where("status = ? AND deadline < ?", JobPending, a.Now().Add(-grace)).
+		Limit(500).Pluck("id", &ids).Error; err != nil {
+		return 0, Internal("job: overdue", err)
+	}
+	for _, id := range ids {
+		if err := a.FailJob(ctx, id, fmt.Sprintf("generation timed out after %s; credits refunded", a.Config.JobDeadline)); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
+}
+
+// SetCallbackState records the delivery state of a job's callback.
+func (a *App) SetCallbackState(ctx context.Context, jobID, state, lastErr string) error {
+	if len(lastErr) > 480 {
+		lastErr = lastErr[:480]
+	}
+	return a.DB.WithContext(ctx).Model(&Job{}).Where("id = ?", jobID).
+		Updates(map[string]any{"callback": state, "callback_err": lastErr}).Error
+}
+
+// CallbackKey returns the HMAC key that signs a job's callbacks: the tenant's callback secret
+// (`whsec_` + base64, as in Standard Webhooks), or for a personal login a key derived from the service secret.
+func (a *App) CallbackKey(ctx context.Context, j *Job) ([]byte, error) {
+	if j.TenantID == nil {
+		return Sign(a.Secret, "callback", []byte(derefString(j.UserID))), nil
+	}
+	t, err := a.Tenant(ctx, *j.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	return CallbackSecretKey(t.CallbackSecret), nil
+}
+
+// CallbackSecretKey decodes a `whsec_` secret into its HMAC key.
+func CallbackSecretKey(secret string) []byte {
+	raw := strings.TrimPrefix(secret, "whsec_")
+	if b, err := base64.StdEncoding.DecodeString(raw); err == nil {
+		return b
+	}
+	return []byte(raw)
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
