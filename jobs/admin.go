@@ -32,10 +32,12 @@ func RegisterAdmin(r *models.AdminActions, s *Service) {
 		}})
 	r.Register(models.AdminAction{Name: "upstream-disable", Summary: "take an upstream out of rotation",
 		Params: []models.AdminParam{{Name: "name", Type: "string", Usage: "channel name", Required: true}},
-		Run: named(func(ctx context.Context, name string) error { return upstreamErr(s.Engine.Disable(ctx, name, "disabled by an administrator")) })})
+		Run: named(func(ctx context.Context, name string) error {
+			return upstreamErr(s.Engine.Disable(ctx, name, "disabled by an administrator"))
+		})})
 	r.Register(models.AdminAction{Name: "upstream-enable", Summary: "put an upstream back into rotation",
 		Params: []models.AdminParam{{Name: "name", Type: "string", Usage: "channel name", Required: true}},
-		Run: named(func(ctx context.Context, name string) error { return upstreamErr(s.Engine.Enable(ctx, name)) })})
+		Run:    named(func(ctx context.Context, name string) error { return upstreamErr(s.Engine.Enable(ctx, name)) })})
 }
 
 func upstreamErr(err error) error {

@@ -53,7 +53,9 @@ func (h *healthStore) States(ctx context.Context) ([]routing.State, error) {
 type jobKey struct{}
 
 // withJob tags the context so attempts recorded under it name their job (tenant statistics count them).
-func withJob(ctx context.Context, jobID string) context.Context { return context.WithValue(ctx, jobKey{}, jobID) }
+func withJob(ctx context.Context, jobID string) context.Context {
+	return context.WithValue(ctx, jobKey{}, jobID)
+}
 
 func attemptJob(ctx context.Context) string {
 	id, _ := ctx.Value(jobKey{}).(string)

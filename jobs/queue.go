@@ -55,10 +55,11 @@ type QueueConfig struct {
 
 // Queue is the durable queue: inserts happen inside the core's transactions, workers run in this process.
 type Queue struct {
-	insert func(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) error
-	start  func(ctx context.Context) error
-	stop   func(ctx context.Context) error
-	pool   *pgxpool.Pool
+	insert     func(ctx context.Context, tx *sql.Tx, args river.JobArgs, opts *river.InsertOpts) error
+	insertMany func(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) error
+	start      func(ctx context.Context) error
+	stop       func(ctx context.Context) error
+	pool       *pgxpool.Pool
 }
 
 // NewQueue builds the River clients for the database: riversqlite on SQLite, riverpgxv5 for the workers
@@ -89,6 +90,10 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			_, err := client.InsertTx(ctx, tx, args, opts)
 			return err
 		}
+		q.insertMany = func(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) error {
+			_, err := client.InsertManyTx(ctx, tx, params)
+			return err
+		}
 		q.start, q.stop = client.Start, client.Stop
 	default:
 		pool, err := pgxpool.New(ctx, db.URL)
@@ -110,6 +115,10 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			_, err := inserter.InsertTx(ctx, tx, args, opts)
 			return err
 		}
+		q.insertMany = func(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) error {
+			_, err := inserter.InsertManyTx(ctx, tx, params)
+			return err
+		}
 		q.start, q.stop = client.Start, client.Stop
 	}
 	return q, nil
@@ -129,6 +138,15 @@ func (q *Queue) InsertTx(tx *gorm.DB, args river.JobArgs, opts *river.InsertOpts
 		return fmt.Errorf("queue: enqueue outside a transaction")
 	}
 	return q.insert(tx.Statement.Context, sqlTx, args, opts)
+}
+
+// InsertManyTx enqueues several jobs inside the GORM transaction tx.
+func (q *Queue) InsertManyTx(tx *gorm.DB, params []river.InsertManyParams) error {
+	sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
+	if !ok {
+		return fmt.Errorf("queue: enqueue outside a transaction")
+	}
+	return q.insertMany(tx.Statement.Context, sqlTx, params)
 }
 
 // Start starts the workers.

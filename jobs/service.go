@@ -143,20 +143,30 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 // that died is rescued and run again while the job still has time left.
 func attemptBudget(deadline time.Duration) time.Duration { return deadline / 2 }
 
-// enqueue is the core's Enqueue hook: it maps a unit of work to its queue arguments.
-func (s *Service) enqueue(tx *gorm.DB, w models.Work) error {
-	opts := &river.InsertOpts{}
-	if w.Delay > 0 {
-		opts.ScheduledAt = time.Now().Add(w.Delay)
+// enqueue is the core's Enqueue hook: it maps units of work to queue arguments, inserted together.
+func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
+	params := make([]river.InsertManyParams, 0, len(work))
+	for _, w := range work {
+		opts := &river.InsertOpts{}
+		if w.Delay > 0 {
+			opts.ScheduledAt = time.Now().Add(w.Delay)
+		}
+		var args river.JobArgs
+		switch w.Kind {
+		case models.JobKindImage, models.JobKindImageToTemplate:
+			args = ImageJobArgs{JobID: w.ID}
+		case "callback":
+			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
+			args = CallbackArgs{JobID: w.ID}
+		default:
+			return fmt.Errorf("jobs: unknown work kind %q", w.Kind)
+		}
+		params = append(params, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}
-	switch w.Kind {
-	case models.JobKindImage, models.JobKindImageToTemplate:
-		return s.queue.InsertTx(tx, ImageJobArgs{JobID: w.ID}, opts)
-	case "callback":
-		opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
-		return s.queue.InsertTx(tx, CallbackArgs{JobID: w.ID}, opts)
+	if len(params) == 1 {
+		return s.queue.InsertTx(tx, params[0].Args, params[0].InsertOpts)
 	}
-	return fmt.Errorf("jobs: unknown work kind %q", w.Kind)
+	return s.queue.InsertManyTx(tx, params)
 }
 
 func (s *Service) validateBinding(model string) error {

@@ -22,9 +22,10 @@ type App struct {
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// Enqueue puts asynchronous work on the durable queue inside the caller's transaction; set by jobs.
-	Enqueue func(tx *gorm.DB, work Work) error
+	Enqueue func(tx *gorm.DB, work ...Work) error
 	// Notify announces a change of a job or video task to subscribers on every replica; set by jobs.
-	Notify func(ctx context.Context, topic, id string)
+	Notify  func(ctx context.Context, topic, id string)
+	submits *submitBatcher
 	// ValidateBinding checks a tenant binding names a known family or channel; set by jobs.
 	ValidateBinding func(model string) error
 }
@@ -38,7 +39,7 @@ type Work struct {
 
 // NewApp loads (or creates once) the service secret and returns the core over an open, migrated database.
 func NewApp(ctx context.Context, db *DB, cfg Config) (*App, error) {
-	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }}
+	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }, submits: newSubmitBatcher()}
 	secret := cfg.Secret
 	if secret == "" {
 		var err error
@@ -50,7 +51,7 @@ func NewApp(ctx context.Context, db *DB, cfg Config) (*App, error) {
 	a.Secret = []byte(secret)
 	a.Sealer = NewSealer(a.Secret)
 	a.Admin = NewAdminActions(a)
-	a.Enqueue = func(*gorm.DB, Work) error { return nil }
+	a.Enqueue = func(*gorm.DB, ...Work) error { return nil }
 	a.Notify = func(context.Context, string, string) {}
 	return a, nil
 }

@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/datatypes"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"studio/models/contract"
 )
@@ -324,25 +326,52 @@ func privateHost(host string) bool {
 		(ip.To4() != nil && ip.To4()[0] == 100 && ip.To4()[1]&0xc0 == 64)
 }
 
+// rateWindow returns the counter key and the start of the current hourly window.
+func (a *App) rateWindow(id *Identity, kind string) (string, time.Time) {
+	return kind + ":" + id.Owner(), a.Now().Truncate(time.Hour)
+}
+
+// rateUsedTx returns how many calls of a kind the identity made in the current hour, locking the counter
+// row on PostgreSQL so that concurrent transactions of other replicas wait for this one.
+func (a *App) rateUsedTx(tx *gorm.DB, id *Identity, kind string) (int, error) {
+	key, window := a.rateWindow(id, kind)
+	if err := tx.Exec(`INSERT INTO rate_counters (key, window_start, count) VALUES (?, ?, 0) ON CONFLICT (key, window_start) DO NOTHING`,
+		key, window).Error; err != nil {
+		return 0, Internal("rate limit", err)
+	}
+	q := tx.Model(&RateCounter{}).Where("key = ? AND window_start = ?", key, window)
+	if a.DB.Dialect == Postgres {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	var rc RateCounter
+	if err := q.Take(&rc).Error; err != nil {
+		return 0, Internal("rate limit", err)
+	}
+	return rc.Count, nil
+}
+
+// rateAddTx counts n more calls in the current hour.
+func (a *App) rateAddTx(tx *gorm.DB, id *Identity, kind string, n int) error {
+	key, window := a.rateWindow(id, kind)
+	if err := tx.Model(&RateCounter{}).Where("key = ? AND window_start = ?", key, window).
+		Update("count", gorm.Expr("count + ?", n)).Error; err != nil {
+		return Internal("rate limit", err)
+	}
+	return nil
+}
+
 // rateLimitTx counts n calls of a kind for the identity in the current hour; over the limit it is
 // KindRateLimited with the seconds until the window ends. It runs in the caller's transaction.
 func (a *App) rateLimitTx(tx *gorm.DB, id *Identity, kind string, n, limit int) error {
-	now := a.Now()
-	window := now.Truncate(time.Hour)
-	key := kind + ":" + id.Owner()
-	if n > limit {
-		return a.rateLimited(kind, limit, window.Add(time.Hour).Sub(now))
+	used, err := a.rateUsedTx(tx, id, kind)
+	if err != nil {
+		return err
 	}
-	res := tx.Exec(`INSERT INTO rate_counters (key, window_start, count) VALUES (?, ?, ?)
-		ON CONFLICT (key, window_start) DO UPDATE SET count = rate_counters.count + excluded.count
-		WHERE rate_counters.count + excluded.count <= ?`, key, window, n, limit)
-	if res.Error != nil {
-		return Internal("rate limit", res.Error)
+	if used+n > limit {
+		_, window := a.rateWindow(id, kind)
+		return a.rateLimited(kind, limit, window.Add(time.Hour).Sub(a.Now()))
 	}
-	if res.RowsAffected == 0 {
-		return a.rateLimited(kind, limit, window.Add(time.Hour).Sub(now))
-	}
-	return nil
+	return a.rateAddTx(tx, id, kind, n)
 }
 
 func (a *App) rateLimited(kind string, limit int, retry time.Duration) error {
@@ -351,14 +380,12 @@ func (a *App) rateLimited(kind string, limit int, retry time.Duration) error {
 }
 
 // CreateImageJobs charges and stores prepared image jobs and queues them, all in one transaction:
-// every job is accepted or none is.
+// every job of the call is accepted or none is. Concurrent calls of one identity are committed together
+// (one transaction for all of them, each keeping its own outcome), so a busy tenant is not serialised
+// on its pool row one request at a time.
 func (a *App) CreateImageJobs(ctx context.Context, id *Identity, items []*PreparedImage) ([]*Job, error) {
 	if len(items) == 0 {
 		return nil, Invalid("no items")
-	}
-	var total int64
-	for _, it := range items {
-		total += it.Credits
 	}
 	now := a.Now()
 	jobs := make([]*Job, len(items))
@@ -379,46 +406,202 @@ func (a *App) CreateImageJobs(ctx context.Context, id *Identity, items []*Prepar
 		}
 		jobs[i] = j
 	}
-	ref := jobs[0].ID
-	if len(jobs) > 1 {
-		ref = "batch:" + jobs[0].ID
+	if err := a.submits.submit(ctx, a, &submitUnit{id: id, jobs: jobs}); err != nil {
+		return nil, err
 	}
-	err := a.Tx(ctx, func(tx *gorm.DB) error {
-		if err := a.rateLimitTx(tx, id, "generate", len(items), a.Config.GenerateRate); err != nil {
-			return err
+	return jobs, nil
+}
+
+// submitUnit is one call's jobs waiting to be committed.
+type submitUnit struct {
+	id   *Identity
+	jobs []*Job
+	err  error
+	done chan struct{}
+}
+
+// credits is what the unit costs.
+func (u *submitUnit) credits() int64 {
+	var n int64
+	for _, j := range u.jobs {
+		n += j.Credits
+	}
+	return n
+}
+
+// submitBatcher groups concurrent submits of one identity into one transaction: the first caller
+// commits everything queued behind it, then hands over to the next waiting batch.
+type submitBatcher struct {
+	mu     sync.Mutex
+	queues map[string]*submitQueue
+}
+
+type submitQueue struct {
+	pending []*submitUnit
+	running bool
+}
+
+// maxSubmitBatch bounds the jobs committed in one transaction.
+const maxSubmitBatch = 256
+
+func newSubmitBatcher() *submitBatcher { return &submitBatcher{queues: map[string]*submitQueue{}} }
+
+func (b *submitBatcher) submit(ctx context.Context, a *App, u *submitUnit) error {
+	u.done = make(chan struct{})
+	key := u.id.Owner()
+	b.mu.Lock()
+	q := b.queues[key]
+	if q == nil {
+		q = &submitQueue{}
+		b.queues[key] = q
+	}
+	q.pending = append(q.pending, u)
+	lead := !q.running
+	q.running = true
+	b.mu.Unlock()
+	if lead {
+		b.drain(context.WithoutCancel(ctx), a, key, q)
+	}
+	<-u.done
+	return u.err
+}
+
+// drain commits the queue's batches until it is empty.
+func (b *submitBatcher) drain(ctx context.Context, a *App, key string, q *submitQueue) {
+	for {
+		b.mu.Lock()
+		if len(q.pending) == 0 {
+			q.running = false
+			delete(b.queues, key)
+			b.mu.Unlock()
+			return
 		}
-		charge, err := a.ChargeTx(tx, id, total, ref, fmt.Sprintf("%d image job(s)", len(items)))
+		n, size := 0, 0
+		for n < len(q.pending) && (n == 0 || size+len(q.pending[n].jobs) <= maxSubmitBatch) {
+			size += len(q.pending[n].jobs)
+			n++
+		}
+		batch := q.pending[:n:n]
+		q.pending = q.pending[n:]
+		b.mu.Unlock()
+		a.commitSubmits(ctx, batch)
+		for _, u := range batch {
+			close(u.done)
+		}
+	}
+}
+
+// commitSubmits runs one transaction for a batch of one identity's submits: each unit is rate-limited
+// and charged in order, and those accepted are stored and queued together. A unit refused for its own
+// reason (rate limit, credits) does not affect the others; a database failure fails them all.
+func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
+	id := batch[0].id
+	var accepted []*submitUnit
+	err := a.Tx(ctx, func(tx *gorm.DB) error {
+		accepted = accepted[:0]
+		for _, u := range batch {
+			u.err = nil
+		}
+		used, err := a.rateUsedTx(tx, id, "generate")
 		if err != nil {
 			return err
 		}
-		for _, j := range jobs {
-			j.ChargedTo = charge.ChargedTo
+		limit := a.Config.GenerateRate
+		var total int64
+		var charged []*submitUnit
+		for _, u := range batch {
+			if used+len(u.jobs) > limit {
+				u.err = a.rateLimited("generate", limit, a.Now().Truncate(time.Hour).Add(time.Hour).Sub(a.Now()))
+				continue
+			}
+			used += len(u.jobs)
+			charged = append(charged, u)
+			total += u.credits()
 		}
-		if err := tx.CreateInBatches(jobs, 100).Error; err != nil {
+		if len(charged) == 0 {
+			return nil
+		}
+		// One charge for the whole batch when the balance allows it; otherwise unit by unit in order.
+		var c Charge
+		if c, err = a.ChargeTx(tx, id, total, "batch:"+charged[0].jobs[0].ID, fmt.Sprintf("%d image job(s)", countJobs(charged))); err == nil {
+			for _, u := range charged {
+				setCharge(u, c.ChargedTo)
+			}
+			accepted = charged
+		} else if KindOf(err) == KindInsufficientCredits && len(charged) > 1 {
+			for _, u := range charged {
+				uc, err := a.ChargeTx(tx, id, u.credits(), u.jobs[0].ID, fmt.Sprintf("%d image job(s)", len(u.jobs)))
+				if err != nil {
+					if KindOf(err) != KindInsufficientCredits {
+						return err
+					}
+					u.err = err
+					continue
+				}
+				setCharge(u, uc.ChargedTo)
+				accepted = append(accepted, u)
+			}
+		} else if KindOf(err) == KindInsufficientCredits {
+			charged[0].err = err
+		} else {
+			return err
+		}
+		if len(accepted) == 0 {
+			return nil
+		}
+		n := countJobs(accepted)
+		if err := a.rateAddTx(tx, id, "generate", n); err != nil {
+			return err
+		}
+		var all []*Job
+		var work []Work
+		counts := map[string]int64{}
+		for _, u := range accepted {
+			for _, j := range u.jobs {
+				all = append(all, j)
+				work = append(work, Work{Kind: j.Kind, ID: j.ID})
+				service := ServiceImage
+				if j.Kind == JobKindImageToTemplate {
+					service = ServiceImageToTemplate
+				}
+				counts[service]++
+			}
+		}
+		if err := tx.CreateInBatches(all, 200).Error; err != nil {
 			return Internal("job: create", err)
 		}
 		if id.TenantID != "" {
-			service := "image"
-			if items[0].Kind == JobKindImageToTemplate {
-				service = "other"
-			}
-			for range jobs {
-				if err := a.RecordUsageTx(tx, id.TenantID, service, id.Agent); err != nil {
-					return err
+			for service, c := range counts {
+				if err := upsertUsage(tx, a.usageKeyNow(id.TenantID, service, id.Agent), c); err != nil {
+					return Internal("usage: record", err)
 				}
 			}
 		}
-		for _, j := range jobs {
-			if err := a.Enqueue(tx, Work{Kind: j.Kind, ID: j.ID}); err != nil {
-				return Internal("job: enqueue", err)
-			}
+		if err := a.Enqueue(tx, work...); err != nil {
+			return Internal("job: enqueue", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, asCoreError("job: create", err)
+		err = asCoreError("job: create", err)
+		for _, u := range batch {
+			u.err = err
+		}
 	}
-	return jobs, nil
+}
+
+func countJobs(units []*submitUnit) int {
+	n := 0
+	for _, u := range units {
+		n += len(u.jobs)
+	}
+	return n
+}
+
+func setCharge(u *submitUnit, to string) {
+	for _, j := range u.jobs {
+		j.ChargedTo = to
+	}
 }
 
 func setJobOwner(id *Identity, tenantID, accountID, userID **string) {

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -39,9 +40,17 @@ func main() {
 	clients := flag.Int("clients", 32, "concurrent clients")
 	latency := flag.Duration("upstream-latency", 5*time.Millisecond, "latency of the fake image upstream")
 	workers := flag.Int("workers", 100, "job workers")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if err := run(*dbFlag, *duration, *clients, *latency, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

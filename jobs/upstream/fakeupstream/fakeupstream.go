@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -320,11 +321,23 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// PNG returns a small real PNG picture whose colour depends on seed.
+// pngCache holds the 256 pictures PNG draws from, encoded once each.
+var pngCache [256]atomic.Pointer[[]byte]
+
+// PNG returns a small real PNG picture whose colour depends on seed (one of 256 variants, encoded once).
 func PNG(seed string) []byte {
 	h := fnv.New32a()
 	h.Write([]byte(seed))
-	v := h.Sum32()
+	v := h.Sum32() & 0xff
+	if b := pngCache[v].Load(); b != nil {
+		return *b
+	}
+	b := renderPNG(v * 0x010101)
+	pngCache[v].Store(&b)
+	return b
+}
+
+func renderPNG(v uint32) []byte {
 	img := image.NewNRGBA(image.Rect(0, 0, 64, 64))
 	c := color.NRGBA{uint8(v), uint8(v >> 8), uint8(v >> 16), 255}
 	for y := 0; y < 64; y++ {
