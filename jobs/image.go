@@ -157,7 +157,8 @@ func (s *Service) runImageJob(ctx context.Context, jobID string) error {
 		}
 		return s.failGeneration(ctx, j, err)
 	}
-	key, err := media.JoinKey("jobs", j.CreatedAt.UTC().Format("2006-01-02"), j.ID+extOf(img.MIME))
+	// Results are spread over 256 folders a day so that no directory becomes a hot spot.
+	key, err := media.JoinKey("jobs", j.CreatedAt.UTC().Format("2006-01-02"), j.ID[:2], j.ID+extOf(img.MIME))
 	if err != nil {
 		return err
 	}

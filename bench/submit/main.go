@@ -160,6 +160,7 @@ func run(dbFlag string, duration time.Duration, clients int, latency time.Durati
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	pprof.StopCPUProfile() // the profile covers the submit phase only
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
@@ -175,7 +176,7 @@ func run(dbFlag string, duration time.Duration, clients int, latency time.Durati
 	var ended int64
 	for {
 		svc.DB.Model(&models.Job{}).Where("status <> ?", models.JobPending).Count(&ended)
-		if ended >= accepted.Load() || time.Since(start) > duration*10 {
+		if ended >= accepted.Load() || time.Since(start) > duration*4 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
