@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"studio/models"
+	"studio/models/metrics"
 )
 
 // CallbackBody is the body POSTed to callback_url (spec section 6): exactly these fields.
@@ -77,12 +78,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	}
 	derr := w.deliver(ctx, j, secret, body)
 	if derr == nil {
+		metrics.CallbackDeliveries.WithLabelValues("delivered").Inc()
 		return app.SetCallbackState(ctx, j.ID, "delivered", "")
 	}
 	state := "pending"
 	if job.Attempt >= job.MaxAttempts {
 		state = "failed"
 	}
+	metrics.CallbackDeliveries.WithLabelValues(map[string]string{"pending": "retry", "failed": "failed"}[state]).Inc()
 	_ = app.SetCallbackState(ctx, j.ID, state, derr.Error())
 	return derr
 }

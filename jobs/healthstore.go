@@ -8,6 +8,7 @@ import (
 
 	"studio/jobs/routing"
 	"studio/models"
+	"studio/models/metrics"
 )
 
 // healthStore keeps routing health in the database so that restarts keep scores and replicas share them.
@@ -17,6 +18,13 @@ type healthStore struct{ db *models.DB }
 func NewHealthStore(db *models.DB) routing.HealthStore { return &healthStore{db: db} }
 
 func (h *healthStore) RecordAttempt(ctx context.Context, a routing.Attempt) error {
+	outcome := a.Class
+	if a.OK {
+		outcome = "ok"
+	} else if outcome == "" {
+		outcome = "other"
+	}
+	metrics.UpstreamAttempts.WithLabelValues(a.Upstream, outcome).Inc()
 	return h.db.WithContext(ctx).Create(&models.UpstreamAttempt{Upstream: a.Upstream, At: a.At.UTC(), OK: a.OK,
 		LatencyMS: a.LatencyMS, Class: a.Class, JobID: attemptJob(ctx)}).Error
 }

@@ -115,6 +115,7 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &imageWorker{s: s})
+	river.AddWorker(workers, &videoWorker{s: s})
 	river.AddWorker(workers, &callbackWorker{s: s})
 	river.AddWorker(workers, &probeWorker{s: s})
 	river.AddWorker(workers, &sweepWorker{s: s})
@@ -158,6 +159,8 @@ func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
 		case "callback":
 			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
 			args = CallbackArgs{JobID: w.ID}
+		case models.WorkVideoTask:
+			args = VideoTaskArgs{TaskID: w.ID}
 		default:
 			return fmt.Errorf("jobs: unknown work kind %q", w.Kind)
 		}
@@ -186,10 +189,14 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
+// Running reports whether this process's workers run.
+func (s *Service) Running() bool { return s.started }
+
 // Stop stops taking new work and waits for running work (bounded by ctx); unfinished jobs stay queued
 // and are rescued by another process or after a restart.
 func (s *Service) Stop(ctx context.Context) error {
 	err := s.queue.Stop(ctx)
+	s.started = false
 	_ = s.Engine.Flush(ctx)
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"studio/models/metrics"
 	"sync"
 	"time"
 
@@ -587,7 +588,9 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		for _, u := range batch {
 			u.err = err
 		}
+		return
 	}
+	metrics.JobsSubmitted.WithLabelValues("image").Add(float64(countJobs(accepted)))
 }
 
 func countJobs(units []*submitUnit) int {

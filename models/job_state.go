@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"studio/models/metrics"
 	"time"
 
 	"gorm.io/gorm"
@@ -109,6 +110,7 @@ func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm
 	if err != nil {
 		return asCoreError("job: complete", err)
 	}
+	metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
 	a.Notify(ctx, "job", jobID)
 	return nil
 }
@@ -125,6 +127,7 @@ func (a *App) FailJob(ctx context.Context, jobID, reason string) error {
 	if err != nil {
 		return asCoreError("job: fail", err)
 	}
+	metrics.JobsEnded.WithLabelValues("image", JobFailed).Inc()
 	a.Notify(ctx, "job", jobID)
 	return nil
 }

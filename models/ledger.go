@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"studio/models/metrics"
 	"time"
 
 	"gorm.io/gorm"
@@ -73,6 +74,10 @@ func (a *App) newLedger(tx *gorm.DB) *ledger {
 
 func (l *ledger) write(kind, balance string, tenantID, accountID, userID string, delta, after int64, ref, note string) error {
 	e := LedgerEntry{At: l.now, TxID: l.txID, Kind: kind, Balance: balance, Delta: delta, After: after, Ref: ref, Note: note}
+	if delta != 0 && balance != BalanceTenantReserved {
+		// Reserved rows mirror member rows; counting both would double the figure.
+		metrics.Credits.WithLabelValues(kind).Add(float64(abs64(delta)))
+	}
 	if tenantID != "" {
 		e.TenantID = &tenantID
 	}
@@ -575,4 +580,11 @@ func (a *App) AuditLedger(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }

@@ -3,6 +3,7 @@ package rest_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,4 +172,23 @@ func TestAdminKeyGeneratedOnceOnFirstStart(t *testing.T) {
 		t.Fatalf("second start printed a key again: %q %v", again, err)
 	}
 	e.call("POST", "/api/admin", key, map[string]any{"action": "invitation-create", "count": 2}).expect(t, 200)
+}
+
+func TestMetricsAndReadiness(t *testing.T) {
+	_, fake := fakeUpstreams(t)
+	e := newEnv(t, fake)
+	_, key := e.tenant("Acme", 10)
+	e.call("POST", "/api/generate", key, map[string]any{"prompt": "x"}).expect(t, 200)
+	e.call("GET", "/api/ready", "", nil).expect(t, 200)
+	e.call("GET", "/metrics", key, nil).expect(t, 403)
+	e.call("GET", "/metrics", "", nil).expect(t, 401)
+	r := e.call("GET", "/metrics", e.adminKey, nil).expect(t, 200)
+	for _, want := range []string{`studio_http_requests_total{method="POST",route="/api/generate",status="200"}`,
+		"studio_jobs_submitted_total", "studio_upstream_health_score", "studio_queue_jobs", "studio_credits_total"} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	_ = e.svc.Stop(context.Background())
+	e.call("GET", "/api/ready", "", nil).expect(t, 503)
 }

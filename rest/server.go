@@ -30,6 +30,8 @@ type Options struct {
 	MediaHandler http.Handler
 	// Media is the media store (local disk or S3-compatible): uploads go into it.
 	Media media.Store
+	// Metrics serves /metrics (administrator key) when set; nil when metrics listen on their own address.
+	Metrics http.Handler
 	// Jobs is the asynchronous core: generation submits go through it (routing checks, queue).
 	Jobs *jobs.Service
 }
@@ -57,12 +59,14 @@ func (s *Server) Register(r *mux.Router) {
 	api.HandleFunc("/cli-guide", s.public(s.cliGuide)).Methods(http.MethodGet)
 	api.HandleFunc("/doc-contracts", s.public(s.docContracts)).Methods(http.MethodGet)
 	api.HandleFunc("/openapi.json", s.public(s.openapi)).Methods(http.MethodGet)
+	api.HandleFunc("/ready", s.public(s.ready)).Methods(http.MethodGet, http.MethodHead)
 	api.HandleFunc("/admin", s.authed(s.admin, models.IdentityAdmin)).Methods(http.MethodPost)
 	s.registerCredits(api)
 	s.registerTemplates(api)
 	s.registerJobs(api)
 	s.registerUploads(api)
 	s.registerMedia(api)
+	s.registerVideo(api)
 	s.registerAuth(api)
 	s.registerClaims(api)
 	api.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +75,10 @@ func (s *Server) Register(r *mux.Router) {
 	api.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method " + r.Method + " not allowed on " + r.URL.Path})
 	})
+	if s.opts.Metrics != nil {
+		r.Handle("/metrics", s.adminOnly(s.opts.Metrics)).Methods(http.MethodGet)
+	}
+	r.Use(Metrics)
 	if s.opts.MediaHandler != nil {
 		r.PathPrefix("/media/").Handler(http.StripPrefix("/media", s.opts.MediaHandler))
 	}

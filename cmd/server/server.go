@@ -16,6 +16,7 @@ import (
 	"studio/models"
 	"studio/models/media"
 	"studio/rest"
+	"studio/web"
 )
 
 // Service is a running studio: the database, the core, the workers and the HTTP handler of every surface.
@@ -123,12 +124,21 @@ func (s *Service) Handler(opts Options) http.Handler {
 	}
 	r := mux.NewRouter()
 	ro := rest.Options{CLIGuide: opts.CLIGuide, Jobs: s.Jobs, Media: s.Media}
+	if s.App.Config.MetricsAddr == "" {
+		ro.Metrics = s.MetricsHandler()
+	}
 	if l, ok := s.Media.(*media.Local); ok {
 		ro.MediaHandler = l.Handler()
 	}
 	rest.New(s.App, ro).Register(r)
+	web.New(s.App).Register(r)
 	s.handler = rest.Middleware(r)
 	return s.handler
+}
+
+// MetricsHandler serves the Prometheus metrics of this service (for SERVICE_METRICS_ADDR or /metrics).
+func (s *Service) MetricsHandler() http.Handler {
+	return rest.MetricsHandler(jobs.NewCollector(s.Jobs))
 }
 
 // Start starts the background workers.

@@ -63,6 +63,16 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on SERVICE_METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
+		}
+		msrv := &http.Server{Handler: svc.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		slog.Info("metrics serving", "addr", mln.Addr().String())
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

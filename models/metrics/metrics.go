@@ -1,0 +1,48 @@
+// Package metrics holds the service's Prometheus collectors; the core, the workers and the surfaces
+// record into them and cmd/ exposes them at /metrics.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry is the registry every studio collector is registered in.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// HTTPRequests counts HTTP requests by route template, method and status.
+	HTTPRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "studio_http_requests_total", Help: "HTTP requests by route, method and status.",
+	}, []string{"route", "method", "status"})
+	// HTTPDuration observes HTTP request latency by route template and method.
+	HTTPDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "studio_http_request_duration_seconds", Help: "HTTP request latency by route and method.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"route", "method"})
+	// JobsEnded counts jobs and video tasks that reached an end state.
+	JobsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "studio_jobs_ended_total", Help: "Jobs that ended, by kind and status.",
+	}, []string{"kind", "status"})
+	// JobsSubmitted counts accepted jobs by kind.
+	JobsSubmitted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "studio_jobs_submitted_total", Help: "Accepted jobs by kind.",
+	}, []string{"kind"})
+	// UpstreamAttempts counts calls to upstream channels by outcome class.
+	UpstreamAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "studio_upstream_attempts_total", Help: "Upstream attempts by channel and outcome (ok, transient, revoked, unpaid, capability, other).",
+	}, []string{"channel", "outcome"})
+	// CallbackDeliveries counts callback delivery attempts by outcome.
+	CallbackDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "studio_callback_deliveries_total", Help: "Callback delivery attempts by outcome (delivered, retry, failed).",
+	}, []string{"outcome"})
+	// Credits counts credits moved, by ledger kind (charge, refund, grant, claim, ...).
+	Credits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "studio_credits_total", Help: "Credits moved by ledger kind (absolute values).",
+	}, []string{"kind"})
+)
+
+func init() {
+	Registry.MustRegister(HTTPRequests, HTTPDuration, JobsEnded, JobsSubmitted, UpstreamAttempts, CallbackDeliveries, Credits,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}

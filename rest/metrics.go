@@ -1,0 +1,77 @@
+package rest
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"studio/models"
+	"studio/models/metrics"
+)
+
+// Metrics records every routed request by its route template (not its raw path, which would explode
+// the label space), method and status.
+func Metrics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec, ok := w.(*statusRecorder)
+		if !ok {
+			rec = &statusRecorder{ResponseWriter: w}
+			w = rec
+		}
+		next.ServeHTTP(w, r)
+		route := "unmatched"
+		if cr := mux.CurrentRoute(r); cr != nil {
+			if tpl, err := cr.GetPathTemplate(); err == nil {
+				route = tpl
+			}
+		}
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		metrics.HTTPRequests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		metrics.HTTPDuration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+	})
+}
+
+// MetricsHandler serves the Prometheus metrics of the process plus the service's scrape-time collector.
+func MetricsHandler(extra prometheus.Collector) http.Handler {
+	reg := prometheus.NewRegistry()
+	if extra != nil {
+		reg.MustRegister(extra)
+	}
+	return promhttp.HandlerFor(prometheus.Gatherers{metrics.Registry, reg}, promhttp.HandlerOpts{})
+}
+
+// adminOnly wraps a handler so that only the administrator key reaches it.
+func (s *Server) adminOnly(h http.Handler) http.HandlerFunc {
+	return s.authed(func(w http.ResponseWriter, r *http.Request, _ *models.Identity) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}, models.IdentityAdmin)
+}
+
+// ready answers readiness: the database answers and this process's workers run.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	body := map[string]any{"ok": true, "database": "ok", "workers": "running"}
+	status := http.StatusOK
+	if err := s.app.DB.Ping(ctx); err != nil {
+		body["ok"], body["database"], status = false, "unreachable", http.StatusServiceUnavailable
+	}
+	if s.opts.Jobs == nil || !s.opts.Jobs.Running() {
+		body["ok"], body["workers"], status = false, "stopped", http.StatusServiceUnavailable
+	}
+	if status != http.StatusOK {
+		body["error"] = "not ready"
+	}
+	writeJSON(w, status, body)
+	return nil
+}
