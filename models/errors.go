@@ -22,6 +22,7 @@ const (
 	KindNoUpstream
 	KindTooLarge
 	KindUnavailable
+	KindUnprocessable
 )
 
 // String names the kind for logs.
@@ -47,6 +48,8 @@ func (k Kind) String() string {
 		return "too_large"
 	case KindUnavailable:
 		return "unavailable"
+	case KindUnprocessable:
+		return "unprocessable"
 	}
 	return "internal"
 }

@@ -13,8 +13,8 @@ import (
 // registerJobs adds the routes of image generation, batches and jobs.
 func (s *Server) registerJobs(api *mux.Router) {
 	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	api.HandleFunc("/generate", s.authed(s.generate, gen...)).Methods(http.MethodPost)
-	api.HandleFunc("/generate-batch", s.authed(s.generateBatch, gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/generate", s.authed(s.idempotent("generate", s.generate, nil), gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/generate-batch", s.authed(s.idempotent("generate-batch", s.generateBatch, nil), gen...)).Methods(http.MethodPost)
 	api.HandleFunc("/jobs", s.authed(s.jobs, gen...)).Methods(http.MethodGet)
 	api.HandleFunc("/image-to-template", s.authed(s.imageToTemplate, models.IdentityTenant, models.IdentityUser)).Methods(http.MethodPost)
 }
