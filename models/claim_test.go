@@ -1,0 +1,264 @@
+package models_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"studio/models"
+	"studio/models/modelstest"
+)
+
+// platformTemplate creates an active platform image template (as the administrator) and returns its id.
+func platformTemplate(t *testing.T, app *models.App, slug string) string {
+	t.Helper()
+	admin := &models.Identity{Kind: models.IdentityAdmin}
+	v, err := app.CreateTemplate(context.Background(), admin, models.TemplateInput{Type: models.TemplateImage, Slug: slug,
+		ZhName: "海报 " + slug, SampleImages: []string{"https://cdn.example.com/" + slug + ".png"},
+		GenerationConfigs: json.RawMessage(`[{"model":"auto","prompt_template":"secret {title}","fields":[{"key":"title","label":"标题"}]}]`)})
+	if err != nil {
+		t.Fatalf("create platform template: %v", err)
+	}
+	return v.ID
+}
+
+// newClaim creates a claim code of credits over the templates.
+func newClaim(t *testing.T, app *models.App, tenant *models.Identity, credits int64, ids ...string) *models.ClaimCreated {
+	t.Helper()
+	c, err := app.CreateClaimCode(context.Background(), tenant.TenantID, models.ClaimInput{TemplateIDs: ids, Credits: ptr(credits)})
+	if err != nil {
+		t.Fatalf("create claim code: %v", err)
+	}
+	return c
+}
+
+// claimLedgerRows counts the ledger rows of a kind with a reference.
+func claimLedgerRows(t *testing.T, app *models.App, kind, ref string) int64 {
+	t.Helper()
+	var n int64
+	if err := app.DB.Model(&models.LedgerEntry{}).Where("kind = ? AND ref = ?", kind, ref).Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// claimAuditClean fails the test unless every balance equals the sum of its ledger rows.
+func claimAuditClean(t *testing.T, app *models.App) {
+	t.Helper()
+	bad, err := app.AuditLedger(context.Background())
+	if err != nil || len(bad) > 0 {
+		t.Fatalf("ledger audit: %v %v", bad, err)
+	}
+}
+
+func TestClaimCreateDeductsGatesAndRecords(t *testing.T) {
+	app := newApp(t)
+	tenant := newTenant(t, app, models.TenantInput{Name: "Acme", Credits: ptr[int64](100)})
+	id := platformTemplate(t, app, "poster")
+	c := newClaim(t, app, tenant, 30, id, id)
+	if !strings.HasPrefix(c.Code, models.ClaimCodePrefix) || len(c.Code) != len(models.ClaimCodePrefix)+20 {
+		t.Fatalf("code = %q, want promo- and 20 characters", c.Code)
+	}
+	if c.CreditsBalanceAfter != 70 || len(c.Templates) != 1 || !strings.HasPrefix(c.ProductCopy, "由「Acme」提供") {
+		t.Fatalf("created = %+v", c)
+	}
+	ten, _ := app.Tenant(context.Background(), tenant.TenantID)
+	if ten.Spendable != 70 {
+		t.Fatalf("spendable = %d, want 70", ten.Spendable)
+	}
+	var tpl models.Template
+	app.DB.First(&tpl, "id = ?", id)
+	if !tpl.Gated {
+		t.Fatal("bundled template is not gated")
+	}
+	if n := claimLedgerRows(t, app, models.LedgerClaim, c.Code); n != 1 {
+		t.Fatalf("claim ledger rows = %d, want 1", n)
+	}
+	claimAuditClean(t, app)
+}
+
+func TestClaimCreateUnmeteredRecordsWithoutDeducting(t *testing.T) {
+	app := newApp(t)
+	tenant := newTenant(t, app, models.TenantInput{Unmetered: true})
+	c := newClaim(t, app, tenant, 500, platformTemplate(t, app, "poster"))
+	var row models.LedgerEntry
+	if err := app.DB.First(&row, "kind = ? AND ref = ?", models.LedgerClaim, c.Code).Error; err != nil {
+		t.Fatalf("no claim ledger row for an unmetered tenant: %v", err)
+	}
+	if row.Delta != 0 || c.CreditsBalanceAfter != 0 {
+		t.Fatalf("unmetered claim deducted: delta %d, balance after %d", row.Delta, c.CreditsBalanceAfter)
+	}
+	claimAuditClean(t, app)
+}
+
+func TestClaimCreateInsufficientChangesNothing(t *testing.T) {
+	app := newApp(t)
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](10)})
+	id := platformTemplate(t, app, "poster")
+	_, err := app.CreateClaimCode(context.Background(), tenant.TenantID, models.ClaimInput{TemplateIDs: []string{id}, Credits: ptr[int64](11)})
+	if models.KindOf(err) != models.KindConflict || !strings.Contains(err.Error(), "need 11, have 10") {
+		t.Fatalf("err = %v, want conflict with need 11, have 10", err)
+	}
+	var tpl models.Template
+	app.DB.First(&tpl, "id = ?", id)
+	ten, _ := app.Tenant(context.Background(), tenant.TenantID)
+	if tpl.Gated || ten.Spendable != 10 {
+		t.Fatalf("after refusal: gated %v, spendable %d", tpl.Gated, ten.Spendable)
+	}
+}
+
+// redeemRace redeems one code n times at once with n different e-mails and checks that exactly one
+// succeeds, the others are refused with a conflict, and the credits are granted exactly once.
+func redeemRace(t *testing.T, n int) {
+	app := newApp(t)
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
+	tplID := platformTemplate(t, app, "poster")
+	c := newClaim(t, app, tenant, 25, tplID)
+	claimWarmPool(app, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = app.RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "buyer",
+				Email: fmt.Sprintf("buyer%d@example.com", i)})
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case models.KindOf(err) != models.KindConflict:
+			t.Errorf("redemption %d: %v, want a conflict", i, err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d redemptions succeeded, want exactly 1", ok)
+	}
+	if rows := claimLedgerRows(t, app, models.LedgerGrant, c.Code); rows != 1 {
+		t.Fatalf("grant ledger rows = %d, want 1", rows)
+	}
+	var users []models.User
+	app.DB.Find(&users)
+	if len(users) != 1 || users[0].Credits != 25 {
+		t.Fatalf("users = %+v, want one holding 25 credits", users)
+	}
+	var grants, redemptions int64
+	app.DB.Model(&models.TemplateGrant{}).Count(&grants)
+	app.DB.Model(&models.ClaimRedemption{}).Count(&redemptions)
+	if grants != 1 || redemptions != 1 {
+		t.Fatalf("grants %d, redemptions %d, want 1 and 1", grants, redemptions)
+	}
+	claimAuditClean(t, app)
+}
+
+// claimWarmPool opens up to n PostgreSQL connections at once, so that racing transactions really overlap
+// instead of queueing behind connection set-up. SQLite has one connection and runs them one by one.
+func claimWarmPool(app *models.App, n int) {
+	if app.DB.Dialect != models.Postgres {
+		return
+	}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { app.DB.Exec("SELECT pg_sleep(0.05)") })
+	}
+	wg.Wait()
+}
+
+func TestClaimRedeemRacePostgres(t *testing.T) {
+	modelstest.RequirePostgres(t)
+	redeemRace(t, 50)
+}
+
+func TestClaimRedeemRace(t *testing.T) { redeemRace(t, 8) }
+
+func TestClaimRedeemSameEmailConcurrentlyGrantsOnce(t *testing.T) {
+	app := newApp(t)
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
+	c := newClaim(t, app, tenant, 7, platformTemplate(t, app, "poster"))
+	const n = 8
+	claimWarmPool(app, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = app.RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "b", Email: "Same@Example.com"})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("redemption %d by the same e-mail: %v", i, err)
+		}
+	}
+	u, err := app.UserByEmail(context.Background(), "same@example.com")
+	if err != nil || u.Credits != 7 {
+		t.Fatalf("user = %+v %v, want 7 credits", u, err)
+	}
+	if rows := claimLedgerRows(t, app, models.LedgerGrant, c.Code); rows != 1 {
+		t.Fatalf("grant ledger rows = %d, want 1", rows)
+	}
+	claimAuditClean(t, app)
+}
+
+func TestClaimRedeemReusesAccountAndRefusesDisabled(t *testing.T) {
+	app := newApp(t)
+	ctx := context.Background()
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
+	id := platformTemplate(t, app, "poster")
+	existing := newUser(t, app, 5)
+	var u models.User
+	app.DB.First(&u, "id = ?", existing.UserID)
+
+	first := newClaim(t, app, tenant, 10, id)
+	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: first.Code, Nickname: "new name", Email: u.Email}); err != nil {
+		t.Fatal(err)
+	}
+	var after models.User
+	app.DB.First(&after, "id = ?", u.ID)
+	if after.Credits != 15 || after.Nickname != u.Nickname {
+		t.Fatalf("existing account after redeem: credits %d nickname %q, want 15 and unchanged", after.Credits, after.Nickname)
+	}
+
+	second := newClaim(t, app, tenant, 10, id)
+	if err := app.DisableClaimCode(ctx, second.Code); err != nil {
+		t.Fatal(err)
+	}
+	_, err := app.RedeemClaim(ctx, models.RedeemInput{Code: second.Code, Nickname: "x", Email: "x@example.com"})
+	if models.KindOf(err) != models.KindConflict {
+		t.Fatalf("redeem disabled code: %v, want conflict", err)
+	}
+	if err := app.DisableClaimCode(ctx, "promo-doesnotexist2345678"); models.KindOf(err) != models.KindNotFound {
+		t.Fatalf("disable unknown: %v, want not found", err)
+	}
+	p, err := app.PreviewClaim(ctx, second.Code)
+	if err != nil || p.Status != models.ClaimDisabled || p.Claimable {
+		t.Fatalf("preview disabled = %+v %v", p, err)
+	}
+}
+
+func TestClaimUserClaimsShowsPrompts(t *testing.T) {
+	app := newApp(t)
+	ctx := context.Background()
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
+	c := newClaim(t, app, tenant, 3, platformTemplate(t, app, "poster"))
+	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: c.Code, Nickname: "b", Email: "b@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := app.UserByEmail(ctx, "b@example.com")
+	got, err := app.UserClaims(ctx, &models.Identity{Kind: models.IdentityUser, UserID: u.ID})
+	if err != nil || len(got.Templates) != 1 || len(got.Codes) != 1 || got.Codes[0].ProvidedBy != "Acme" {
+		t.Fatalf("claims = %+v %v", got, err)
+	}
+	cfgs := got.Templates[0].GenerationConfigs.([]models.ImageConfigView)
+	if got.Templates[0].Locked || cfgs[0].PromptTemplate == nil || *cfgs[0].PromptTemplate != "secret {title}" {
+		t.Fatalf("claimed template as the buyer sees it: locked %v, configs %+v", got.Templates[0].Locked, cfgs)
+	}
+}
