@@ -169,6 +169,8 @@ func statusOf(k models.Kind) int {
 		return http.StatusRequestEntityTooLarge
 	case models.KindUnavailable:
 		return http.StatusServiceUnavailable
+	case models.KindUnprocessable:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusInternalServerError
 }
@@ -184,7 +186,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if isDBDown(err) {
 			status, e = http.StatusServiceUnavailable, &models.Error{Kind: models.KindUnavailable, Message: "service temporarily unavailable: the database is not answering; retry shortly", Err: err}
 		}
-		slog.ErrorContext(r.Context(), "request failed", "request_id", requestID(r), "path", r.URL.Path, "err", err)
+		cause := error(e)
+		if e.Err != nil {
+			cause = e.Err
+		}
+		slog.ErrorContext(r.Context(), "request failed", "request_id", requestID(r), "path", r.URL.Path, "err", cause.Error())
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))

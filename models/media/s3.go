@@ -29,7 +29,7 @@ type S3Config struct {
 	SecretKey string
 	// PublicURL is where objects are publicly readable; empty means Endpoint/Bucket.
 	PublicURL string
-	// TempDir holds the spool files of uploads of unknown length; empty means os.TempDir().
+	// TempDir holds the spool files of uploads of unknown length (created when missing); empty means os.TempDir().
 	TempDir string
 }
 
@@ -72,6 +72,11 @@ func NewS3(cfg S3Config) (*S3, error) {
 	base, err := parsePublicURL(publicURL)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.TempDir != "" {
+		if err := os.MkdirAll(cfg.TempDir, 0o755); err != nil {
+			return nil, fmt.Errorf("media: s3: create temporary directory %s: %w", cfg.TempDir, err)
+		}
 	}
 	creds := aws.Credentials{AccessKeyID: cfg.AccessKey, SecretAccessKey: cfg.SecretKey, Source: "studio"}
 	opts := s3.Options{
