@@ -1,0 +1,340 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"studio/jobs/routing"
+	"studio/jobs/upstream"
+	"studio/models"
+	"studio/models/media"
+)
+
+// Video tasks on the queue: the task's queued work starts it at an upstream through the routing engine
+// (fallback keeps the tier), then polls the upstream once per run and snoozes for Options.VideoPoll
+// between runs (the queue runs it again then), so that no worker waits minutes. A completed video is
+// streamed into the media store; an upstream failure, a lost task or the deadline fails the task with
+// a refund.
+
+// MaxVideoResult bounds a generated video copied into the media store.
+const MaxVideoResult int64 = 1 << 30
+
+// cancelTimeout bounds the best-effort cancellation of a task at its upstream.
+const cancelTimeout = 10 * time.Second
+
+// VideoTaskArgs queues the next step of one video task.
+type VideoTaskArgs struct {
+	TaskID string `json:"task_id"`
+}
+
+// Kind names the work.
+func (VideoTaskArgs) Kind() string { return models.WorkVideoTask }
+
+// SubmitVideo validates, routes and charges a video request, then queues it. A request no upstream can
+// serve is refused before anything is charged; with model auto the task may move to another tier of the
+// same resolution and cost when no upstream serves the cheapest one now.
+func (s *Service) SubmitVideo(ctx context.Context, id *models.Identity, req models.VideoRequest) (*models.VideoTask, error) {
+	if !id.Is(models.IdentityTenant, models.IdentityAccount, models.IdentityUser) {
+		return nil, models.Forbidden("only tenant keys, member keys and personal logins can generate")
+	}
+	p, err := s.app.PrepareVideo(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	var first error
+	p.Tier = ""
+	for _, tier := range p.Tiers {
+		_, err := s.Engine.Plan(videoRoute(tier, p.Duration, p.Resolution, &p.Params))
+		if err == nil {
+			p.Tier = tier
+			break
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if p.Tier == "" {
+		return nil, routeError(first)
+	}
+	if p.Params.SpecMD != "" {
+		if _, err := s.Engine.Plan(routing.Request{Media: upstream.MediaChat}); err != nil {
+			return nil, routeError(err)
+		}
+	}
+	return s.app.CreateVideoTask(ctx, id, p)
+}
+
+// CancelVideo cancels a pending or running video task of the identity with a refund, then cancels it
+// at its upstream too; that last step is best effort and only logged when it fails.
+func (s *Service) CancelVideo(ctx context.Context, id *models.Identity, taskID string) (*models.VideoTask, error) {
+	t, err := s.app.CancelVideoTask(ctx, id, taskID)
+	if err != nil {
+		return nil, err
+	}
+	s.cancelUpstream(context.WithoutCancel(ctx), t.ID, t.Upstream, t.UpstreamTaskID)
+	return t, nil
+}
+
+// cancelUpstream asks an upstream to cancel its task, logging a failure; it does nothing without a task.
+func (s *Service) cancelUpstream(ctx context.Context, taskID, name, upstreamTaskID string) {
+	if name == "" || upstreamTaskID == "" {
+		return
+	}
+	u := s.Engine.Registry().Current().ByName(name)
+	if u == nil {
+		slog.Warn("video: cannot cancel at the upstream: it is no longer configured", "task_id", taskID, "upstream", name)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
+	defer cancel()
+	if err := u.Video().CancelVideo(ctx, upstreamTaskID); err != nil {
+		slog.Warn("video: cancelling at the upstream failed", "task_id", taskID, "upstream", name, "err", err)
+	}
+}
+
+// videoRoute is the routing request of a video task: its tier, length, resolution and capabilities.
+func videoRoute(tier string, duration int, resolution string, p *models.VideoParams) routing.Request {
+	req := routing.Request{Media: upstream.MediaVideo, Tier: tier, Duration: duration, Resolution: resolution, Binding: p.Binding}
+	for _, c := range p.Capabilities() {
+		req.Needs = append(req.Needs, upstream.Capability(c))
+	}
+	return req
+}
+
+// videoWorker advances one video task by one step: start, or one poll.
+type videoWorker struct {
+	river.WorkerDefaults[VideoTaskArgs]
+	s *Service
+}
+
+func (w *videoWorker) Work(ctx context.Context, job *river.Job[VideoTaskArgs]) error {
+	return w.s.runVideoTask(ctx, job.Args.TaskID)
+}
+
+// runVideoTask starts a pending task or polls a running one; while the task goes on it returns a
+// snooze, so that the queue runs it again after Options.VideoPoll. Failures of the generation end the
+// task (failed, refunded); failures of the service's own database or storage are returned so that the
+// queue runs the step again.
+func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
+	t, err := s.app.VideoTask(ctx, taskID)
+	if err != nil {
+		if models.KindOf(err) == models.KindNotFound {
+			return nil
+		}
+		return err
+	}
+	if t.Ended() {
+		return nil
+	}
+	deadline := s.app.VideoDeadline(t)
+	if !s.app.Now().Before(deadline) {
+		s.cancelUpstream(ctx, t.ID, t.Upstream, t.UpstreamTaskID)
+		return s.failVideo(ctx, t, fmt.Sprintf("video generation timed out after %s; credits refunded", s.app.Config.JobDeadline))
+	}
+	runUntil := deadline
+	if budget := s.app.Now().Add(attemptBudget(s.app.Config.JobDeadline)); budget.Before(runUntil) {
+		runUntil = budget
+	}
+	ctx, cancel := context.WithDeadline(withJob(ctx, t.ID), runUntil)
+	defer cancel()
+	p, err := t.VideoParams()
+	if err != nil {
+		return s.failVideo(ctx, t, "the task's parameters are unreadable; credits refunded")
+	}
+	if t.Status == models.VideoPending {
+		return s.startVideo(ctx, t, &p, deadline)
+	}
+	return s.pollVideo(ctx, t, deadline)
+}
+
+// startVideo starts the task at an upstream of its tier and records which one took it.
+func (s *Service) startVideo(ctx context.Context, t *models.VideoTask, p *models.VideoParams, deadline time.Time) error {
+	if p.SpecMD != "" {
+		prompt, err := s.expandVideoSpec(ctx, p)
+		if err != nil {
+			return s.videoRunFailed(ctx, t, deadline, err)
+		}
+		p.Prompt = prompt
+	}
+	req := upstream.VideoRequest{Prompt: p.Prompt, Tier: t.Model, Ratio: t.Ratio, Resolution: t.Resolution, Duration: t.Duration,
+		Images: p.Images, Videos: p.Videos, Audios: p.Audios, GenerateAudio: p.GenerateAudio}
+	var started *upstream.VideoTask
+	var used *upstream.Upstream
+	err := s.Engine.Run(ctx, videoRoute(t.Model, t.Duration, t.Resolution, p), nil, func(ctx context.Context, u *upstream.Upstream) error {
+		r := req
+		if tier := routing.AttemptTier(ctx); tier != "" {
+			r.Tier = tier
+		}
+		out, err := u.Video().StartVideo(ctx, r)
+		if err == nil {
+			started, used = out, u
+		}
+		return err
+	})
+	if err != nil {
+		return s.videoRunFailed(ctx, t, deadline, err)
+	}
+	ok, err := s.app.StartVideoTask(context.WithoutCancel(ctx), t.ID, used.Name, started.ID, started.Progress)
+	if err != nil {
+		slog.Error("video: recording a started task failed; the queue runs the start again", "task_id", t.ID, "err", err)
+		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, used.Name, started.ID)
+		return err
+	}
+	if !ok { // cancelled while it was being started
+		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, used.Name, started.ID)
+		return nil
+	}
+	return s.pollLater()
+}
+
+// pollLater asks the queue to run the task's work again after the poll interval.
+func (s *Service) pollLater() error { return river.JobSnooze(s.opts.VideoPoll) }
+
+// progressed records a running task's progress and polls it again later, unless it ended meanwhile.
+func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress int) error {
+	running, err := s.app.VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
+	if err != nil || !running {
+		return err
+	}
+	return s.pollLater()
+}
+
+// videoRunFailed ends a task whose start or prompt expansion gave up, unless this run was only
+// interrupted (shutdown, or its time budget used while the task still has time): then the queue runs
+// the step again.
+func (s *Service) videoRunFailed(ctx context.Context, t *models.VideoTask, deadline time.Time, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) || (ctx.Err() != nil && s.app.Now().Before(deadline)) {
+		return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())
+	}
+	var msg string
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		msg = fmt.Sprintf("video generation timed out after %s; credits refunded", s.app.Config.JobDeadline)
+	case errors.Is(err, routing.ErrNoUpstream):
+		msg = models.NoUpstreamMessage + ": no upstream can serve this video now; credits refunded"
+	default:
+		var re *routing.RunError
+		if errors.As(err, &re) {
+			slog.Warn("video generation failed", "task_id", t.ID, "detail", re.Detail())
+			msg = re.Error() + "; credits refunded, you may resubmit"
+		} else {
+			slog.Warn("video generation failed", "task_id", t.ID, "err", err)
+			msg = "video generation failed; credits refunded, you may resubmit"
+		}
+	}
+	return s.failVideo(ctx, t, msg)
+}
+
+// pollVideo checks a running task at its upstream once: it stores a completed video, fails a failed
+// one, and otherwise records the progress and queues the next poll.
+func (s *Service) pollVideo(ctx context.Context, t *models.VideoTask, deadline time.Time) error {
+	u := s.Engine.Registry().Current().ByName(t.Upstream)
+	if u == nil {
+		slog.Warn("video: the task's upstream is no longer configured", "task_id", t.ID, "upstream", t.Upstream)
+		return s.failVideo(ctx, t, "the video could not be followed to its end; credits refunded, you may resubmit")
+	}
+	pctx, cancel := context.WithTimeout(ctx, u.SoftTimeout)
+	st, err := u.Video().VideoStatus(pctx, t.UpstreamTaskID)
+	cancel()
+	if err != nil {
+		var ue *upstream.Error
+		if errors.As(err, &ue) && ue.Status == http.StatusNotFound {
+			slog.Warn("video: the upstream lost the task", "task_id", t.ID, "upstream", t.Upstream, "err", err)
+			return s.failVideo(ctx, t, "video generation failed; credits refunded, you may resubmit")
+		}
+		// A passing fault: poll again later; the deadline bounds how long.
+		slog.Warn("video: polling the upstream failed; polling again", "task_id", t.ID, "upstream", t.Upstream, "err", err)
+		return s.progressed(ctx, t, t.Progress)
+	}
+	switch st.Status {
+	case upstream.VideoCompleted:
+		return s.storeVideo(ctx, t, u, deadline)
+	case upstream.VideoFailed:
+		slog.Warn("video: the upstream failed the task", "task_id", t.ID, "upstream", t.Upstream, "detail", st.Error)
+		return s.failVideo(ctx, t, "video generation failed; credits refunded, you may resubmit")
+	}
+	return s.progressed(ctx, t, st.Progress)
+}
+
+// storeVideo streams a completed video from its upstream into the media store under
+// videos/<date>/<task id>.mp4 (the extension follows the detected container) and marks the task done.
+func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstream.Upstream, deadline time.Time) error {
+	body, err := u.Video().VideoContent(ctx, t.UpstreamTaskID)
+	if err != nil {
+		if ctx.Err() != nil && s.app.Now().Before(deadline) {
+			return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())
+		}
+		slog.Warn("video: downloading the result failed; polling again", "task_id", t.ID, "upstream", t.Upstream, "err", err)
+		return s.progressed(ctx, t, t.Progress)
+	}
+	defer body.Close()
+	prefix, err := media.JoinKey("videos", t.CreatedAt.UTC().Format("2006-01-02"))
+	if err != nil {
+		return err
+	}
+	obj, err := media.Ingest(ctx, s.media, prefix, body, media.IngestOptions{Name: t.ID, MaxSize: MaxVideoResult, Detect: detectVideo})
+	switch {
+	case errors.Is(err, media.ErrUnsupportedType), errors.Is(err, media.ErrTooLarge):
+		slog.Warn("video: the upstream's result is unusable", "task_id", t.ID, "upstream", t.Upstream, "err", err)
+		s.cancelUpstream(ctx, t.ID, t.Upstream, t.UpstreamTaskID)
+		return s.failVideo(ctx, t, "the generated video could not be used; credits refunded, you may resubmit")
+	case err != nil:
+		slog.Error("video: storing the result failed; the queue retries", "task_id", t.ID, "err", err)
+		return fmt.Errorf("jobs: store video: %w", err)
+	}
+	done, err := s.app.CompleteVideoTask(context.WithoutCancel(ctx), t.ID, obj.URL, u.CostUSD*float64(t.Duration))
+	if err != nil {
+		return err
+	}
+	if !done { // cancelled while it was being stored
+		if err := s.media.Delete(context.WithoutCancel(ctx), obj.Key); err != nil {
+			slog.Warn("video: removing the result of a cancelled task failed", "task_id", t.ID, "key", obj.Key, "err", err)
+		}
+	}
+	return nil
+}
+
+// detectVideo accepts only video containers (MP4, QuickTime, WebM) as a generated video.
+func detectVideo(head []byte) (media.Kind, error) {
+	k, err := media.Detect(head)
+	if err != nil {
+		return k, err
+	}
+	if k.Type != media.Video {
+		return media.Kind{}, fmt.Errorf("%w: %s is not a video", media.ErrUnsupportedType, k.MIME)
+	}
+	return k, nil
+}
+
+// failVideo ends a task failed with a refund; the reason must not name an upstream.
+func (s *Service) failVideo(ctx context.Context, t *models.VideoTask, reason string) error {
+	_, err := s.app.FailVideoTask(context.WithoutCancel(ctx), t.ID, reason)
+	return err
+}
+
+// expandVideoSpec turns a spec-mode video template and the caller's sentence into a full prompt through
+// a chat upstream.
+func (s *Service) expandVideoSpec(ctx context.Context, p *models.VideoParams) (string, error) {
+	var prompt string
+	err := s.Engine.Run(ctx, routing.Request{Media: upstream.MediaChat}, nil, func(ctx context.Context, u *upstream.Upstream) error {
+		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: []upstream.Message{
+			{Role: "system", Content: p.SpecMD + "\n\nWrite one complete video prompt that follows this specification for the user's description. Answer with the prompt only."},
+			{Role: "user", Content: p.SpecInput},
+		}})
+		if err == nil {
+			prompt = strings.TrimSpace(res.Content)
+		}
+		return err
+	})
+	if err == nil && prompt == "" {
+		err = errors.New("the prompt expansion came back empty")
+	}
+	return prompt, err
+}
