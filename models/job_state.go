@@ -159,19 +159,31 @@ func (a *App) failJobTx(tx *gorm.DB, jobID, reason string) error {
 	return nil
 }
 
-// ExpireOverdueJobs fails and refunds pending jobs whose deadline passed more than grace ago.
+// ExpireOverdueJobs fails and refunds image jobs and video tasks whose deadline passed more than grace
+// ago, whatever happened to their worker.
 func (a *App) ExpireOverdueJobs(ctx context.Context, grace time.Duration) (int, error) {
 	var ids []string
 	if err := a.DB.WithContext(ctx).Model(&Job{}).Where("status = ? AND deadline < ?", JobPending, a.Now().Add(-grace)).
 		Limit(500).Pluck("id", &ids).Error; err != nil {
 		return 0, Internal("job: overdue", err)
 	}
+	reason := fmt.Sprintf("generation timed out after %s; credits refunded", a.Config.JobDeadline)
 	for _, id := range ids {
-		if err := a.FailJob(ctx, id, fmt.Sprintf("generation timed out after %s; credits refunded", a.Config.JobDeadline)); err != nil {
+		if err := a.FailJob(ctx, id, reason); err != nil {
 			return 0, err
 		}
 	}
-	return len(ids), nil
+	var videos []string
+	if err := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("status IN ? AND created_at < ?", []string{VideoPending, VideoRunning},
+		a.Now().Add(-a.Config.JobDeadline-grace)).Limit(500).Pluck("id", &videos).Error; err != nil {
+		return 0, Internal("video: overdue", err)
+	}
+	for _, id := range videos {
+		if _, err := a.FailVideoTask(ctx, id, reason); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids) + len(videos), nil
 }
 
 // SetCallbackState records the delivery state of a job's callback.
