@@ -75,3 +75,14 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, status, body)
 	return nil
 }
+
+// HSTS adds Strict-Transport-Security to every response when the service is reached over https.
+func HSTS(baseURL string, next http.Handler) http.Handler {
+	if len(baseURL) < 8 || baseURL[:8] != "https://" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+		next.ServeHTTP(w, r)
+	})
+}
