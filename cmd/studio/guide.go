@@ -2,7 +2,6 @@ package main
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,27 +22,42 @@ type GuideCommand struct {
 	Flags   []GuideFlag `json:"flags,omitempty"`
 }
 
-// Guide is the answer of GET /api/cli-guide, derived from the real command tree.
-type Guide struct {
-	Package     string         `json:"package"`
-	Command     string         `json:"command"`
-	Version     string         `json:"version"`
-	Install     string         `json:"install"`
-	Environment []string       `json:"environment"`
-	Commands    []GuideCommand `json:"commands"`
+// GuideExitCode is one exit code of the client commands.
+type GuideExitCode struct {
+	Code    int    `json:"code"`
+	Meaning string `json:"meaning"`
 }
 
-// cliGuide walks the command tree and lists every command with its flags.
+// Guide is the answer of GET /api/cli-guide, derived from the real command tree: Commands are the client
+// commands (group "client"), ServerCommands the commands that run the server itself (`serve`, `admin`).
+type Guide struct {
+	Package        string          `json:"package"`
+	Command        string          `json:"command"`
+	Version        string          `json:"version"`
+	Install        string          `json:"install"`
+	Environment    []string        `json:"environment"`
+	Credentials    string          `json:"credentials"`
+	Commands       []GuideCommand  `json:"commands"`
+	ServerCommands []GuideCommand  `json:"server_commands"`
+	ExitCodes      []GuideExitCode `json:"exit_codes"`
+}
+
+// cliGuide walks the command tree and lists every client command and every server command with its flags.
 func cliGuide(root *cobra.Command) Guide {
 	g := Guide{
-		Package:     "studio/cmd/studio",
-		Command:     root.Name(),
-		Version:     version,
-		Install:     "go install studio/cmd/studio@latest (or download the studio binary of your server's release)",
-		Environment: []string{"SERVICE_BASE_URL", "SERVICE_API_KEY"},
+		Package: "studio/cmd/studio",
+		Command: root.Name(),
+		Version: version,
+		Install: "go build -o studio ./cmd/studio (in a checkout of the studio module), or copy the studio binary " +
+			"of your server's release: the client and the server are the same binary",
+		Environment:    []string{"SERVICE_BASE_URL", "SERVICE_API_KEY"},
+		Credentials:    "`studio login` stores a 7-day personal login in <user config dir>/studio/credentials.json (mode 0600); SERVICE_API_KEY wins over it",
+		Commands:       []GuideCommand{},
+		ServerCommands: []GuideCommand{},
+		ExitCodes:      exitCodes,
 	}
 	for _, c := range root.Commands() {
-		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+		if c.Hidden || !c.IsAvailableCommand() {
 			continue
 		}
 		gc := GuideCommand{Name: c.Name(), Usage: root.Name() + " " + c.Use, Summary: c.Short}
@@ -53,11 +67,19 @@ func cliGuide(root *cobra.Command) Guide {
 			}
 			gc.Flags = append(gc.Flags, GuideFlag{Name: "--" + f.Name, Usage: f.Usage, Default: f.DefValue})
 		})
-		g.Commands = append(g.Commands, gc)
+		switch c.GroupID {
+		case groupClient:
+			if c.Name() != "help" && c.Name() != "completion" {
+				g.Commands = append(g.Commands, gc)
+			}
+		case groupServer:
+			g.ServerCommands = append(g.ServerCommands, gc)
+		}
 	}
-	sort.Slice(g.Commands, func(i, j int) bool { return strings.Compare(g.Commands[i].Name, g.Commands[j].Name) < 0 })
-	if g.Commands == nil {
-		g.Commands = []GuideCommand{}
+	byName := func(cs []GuideCommand) {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
 	}
+	byName(g.Commands)
+	byName(g.ServerCommands)
 	return g
 }
