@@ -18,15 +18,25 @@ type healthStore struct{ db *models.DB }
 func NewHealthStore(db *models.DB) routing.HealthStore { return &healthStore{db: db} }
 
 func (h *healthStore) RecordAttempt(ctx context.Context, a routing.Attempt) error {
-	outcome := a.Class
-	if a.OK {
-		outcome = "ok"
-	} else if outcome == "" {
-		outcome = "other"
+	return h.RecordAttempts([]context.Context{ctx}, []routing.Attempt{a})
+}
+
+// RecordAttempts stores attempts in one statement and counts them in the metrics.
+func (h *healthStore) RecordAttempts(ctxs []context.Context, as []routing.Attempt) error {
+	rows := make([]models.UpstreamAttempt, len(as))
+	for i, a := range as {
+		outcome := a.Class
+		if a.OK {
+			outcome = "ok"
+		} else if outcome == "" {
+			outcome = "other"
+		}
+		metrics.UpstreamAttempts.WithLabelValues(a.Upstream, outcome).Inc()
+		rows[i] = models.UpstreamAttempt{Upstream: a.Upstream, At: a.At.UTC(), OK: a.OK, LatencyMS: a.LatencyMS, Class: a.Class, JobID: attemptJob(ctxs[i])}
 	}
-	metrics.UpstreamAttempts.WithLabelValues(a.Upstream, outcome).Inc()
-	return h.db.WithContext(ctx).Create(&models.UpstreamAttempt{Upstream: a.Upstream, At: a.At.UTC(), OK: a.OK,
-		LatencyMS: a.LatencyMS, Class: a.Class, JobID: attemptJob(ctx)}).Error
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return h.db.WithContext(ctx).CreateInBatches(rows, 500).Error
 }
 
 func (h *healthStore) AttemptsSince(ctx context.Context, since time.Time) ([]routing.Attempt, error) {

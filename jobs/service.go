@@ -227,5 +227,13 @@ func (w *sweepWorker) Work(ctx context.Context, job *river.Job[SweepArgs]) error
 	if n > 0 {
 		slog.Warn("overdue jobs failed and refunded", "count", n)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	if pruned, err := w.s.app.PruneExpired(ctx); err != nil {
+		return err
+	} else if pruned > 0 {
+		slog.Info("expired rows pruned", "count", pruned)
+	}
+	return nil
 }

@@ -681,6 +681,16 @@ func (e *Engine) writeLoop() {
 			return
 		}
 		e.wmu.Unlock()
+		if bs, ok := e.store.(BatchHealthStore); ok && len(batch) > 1 {
+			ctxs, as := make([]context.Context, len(batch)), make([]Attempt, len(batch))
+			for i, p := range batch {
+				ctxs[i], as[i] = p.ctx, p.a
+			}
+			if err := bs.RecordAttempts(ctxs, as); err != nil {
+				e.log.Error("routing: unable to record upstream attempts", "count", len(as), "err", err)
+			}
+			continue
+		}
 		for _, p := range batch {
 			ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 			if err := e.store.RecordAttempt(ctx, p.a); err != nil {

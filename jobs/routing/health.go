@@ -40,6 +40,13 @@ type HealthStore interface {
 	States(ctx context.Context) ([]State, error)
 }
 
+// BatchHealthStore is a HealthStore that can also store many attempts in one write; the engine uses
+// it to keep attempt recording cheap under load. ctxs[i] is the context attempt as[i] was made under.
+type BatchHealthStore interface {
+	HealthStore
+	RecordAttempts(ctxs []context.Context, as []Attempt) error
+}
+
 // MemoryHealthStore keeps attempts and states in memory (tests, single process).
 type MemoryHealthStore struct {
 	mu       sync.Mutex
