@@ -189,6 +189,7 @@ func (a *App) RekeyAccount(ctx context.Context, tenantID, accountID string) (str
 	if err != nil {
 		return "", asCoreError("account: rekey", err)
 	}
+	a.identityChanged(ctx, IdentityAccount, accountID)
 	return key, nil
 }
 
@@ -205,6 +206,7 @@ func (a *App) ToggleAccount(ctx context.Context, tenantID, accountID string, dis
 	if res.RowsAffected == 0 {
 		return NotFound("member account")
 	}
+	a.identityChanged(ctx, IdentityAccount, accountID)
 	return nil
 }
 

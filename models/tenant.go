@@ -89,6 +89,7 @@ func (a *App) RekeyTenant(ctx context.Context, tenantID string) (string, error) 
 	if err != nil {
 		return "", asCoreError("tenant: rekey", err)
 	}
+	a.identityChanged(ctx, IdentityTenant, tenantID)
 	return key, nil
 }
 

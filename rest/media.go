@@ -2,5 +2,10 @@ package rest
 
 import "github.com/gorilla/mux"
 
-// registerMedia adds the routes of video tasks, copy, image reading, chat and models.
-func (s *Server) registerMedia(api *mux.Router) {}
+// registerMedia adds the routes of copy, image reading, chat and the model catalogue.
+func (s *Server) registerMedia(api *mux.Router) {
+	s.registerArticle(api)
+	s.registerReverse(api)
+	s.registerChat(api)
+	s.registerModels(api)
+}

@@ -1,0 +1,513 @@
+package jobs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tidwall/gjson"
+
+	"studio/jobs/routing"
+	"studio/jobs/upstream"
+	"studio/models"
+)
+
+// Chat and models (spec 4.15): the OpenAI-compatible relay POST /api/chat/completions, the agent proxy
+// POST /api/chat and the model catalogue GET /api/available-models.
+//
+// The relay is the hot path of the service and stays off the database: the caller is authenticated
+// from the identity cache, the call is counted with the batched RecordUsage, and chat costs no
+// credits. The request body was read whole before routing (the gateway must read it to route); it is
+// sent upstream from memory with the upstream's model substituted, and the answer is relayed with no
+// upstream header, every "model" field rewritten to service-auto so that no upstream model leaks. A
+// streamed answer is relayed event by event and flushed as it arrives; once its first byte is relayed
+// the call is committed (routing.Commit) and a later failure ends the stream instead of falling back.
+
+// ChatModel is the only model the relay accepts: smart routing chooses the upstream model and provider.
+const ChatModel = upstream.DefaultChatModel
+
+// chatRoute routes chat calls: any chat upstream, no capability. Tenant bindings name image or video
+// families and do not apply to chat.
+var chatRoute = routing.Request{Media: upstream.MediaChat}
+
+// Limits of the relay.
+const (
+	// maxRelayAnswer bounds a non-streamed answer read from an upstream.
+	maxRelayAnswer = 32 << 20
+	// relayChunk is the most the relay holds before writing when events arrive faster than it writes.
+	relayChunk = 32 << 10
+)
+
+// generating lists the identities that may generate (copy, chat, image reading).
+var generating = []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
+
+// checkChatBody validates a chat/completions body before routing, so that a client's mistake is a 400
+// and not an upstream failure: a JSON object with model service-auto, a non-empty messages array and
+// a boolean stream, if any. gjson validates and reads the few fields without decoding the messages,
+// which may be long. Whether the answer is streamed is then read from the upstream's answer.
+func checkChatBody(body []byte) error {
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		return models.Invalid("the body must be a JSON object (OpenAI chat completions request)")
+	}
+	fields := gjson.GetManyBytes(body, "model", "messages", "stream")
+	if model := fields[0]; model.Type != gjson.String || model.Str != ChatModel {
+		return models.Invalid("model must be %q: smart routing chooses the model and provider, so do not name a specific model", ChatModel)
+	}
+	if m := fields[1]; !m.IsArray() || m.Get("#").Int() == 0 {
+		return models.Invalid("messages must be a non-empty array of chat messages")
+	}
+	if s := fields[2]; s.Exists() && s.Type != gjson.True && s.Type != gjson.False && s.Type != gjson.Null {
+		return models.Invalid("stream must be true or false")
+	}
+	return nil
+}
+
+// RelayChat relays an OpenAI chat/completions body (model service-auto) to a chat upstream chosen by
+// routing and writes the answer to w. It returns an error only when nothing was written: then the
+// caller answers with it. A failure after the answer started is logged and ends a stream with an
+// error event in place of data: [DONE].
+func (s *Service) RelayChat(ctx context.Context, id *models.Identity, body []byte, w http.ResponseWriter) error {
+	if !id.Is(generating...) {
+		return models.Forbidden("only tenant keys, member keys and personal logins can chat")
+	}
+	if err := checkChatBody(body); err != nil {
+		return err
+	}
+	r := &chatRelay{w: w}
+	err := s.Engine.Run(ctx, chatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
+		resp, err := u.Chat().Relay(ctx, body)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			return r.relayStream(ctx, u, resp.Body)
+		}
+		return r.relayJSON(ctx, u, resp)
+	})
+	if r.started {
+		s.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
+		if err != nil && !errors.Is(err, errClientGone) && ctx.Err() == nil {
+			slog.WarnContext(ctx, "chat relay: the answer broke off after it started", "detail", runDetail(err))
+			if r.stream {
+				// An error event instead of data: [DONE], as OpenAI streams report a failure mid-way.
+				_ = r.write(brokenStreamEvent, true)
+			}
+		}
+		return nil
+	}
+	if err != nil {
+		return callError(ctx, err, "chat")
+	}
+	return nil
+}
+
+// errClientGone ends a relay whose client stopped reading; it is not the upstream's failure.
+var errClientGone = errors.New("chat relay: the client went away")
+
+// brokenStreamEvent ends a stream whose upstream failed after the answer started.
+var brokenStreamEvent = []byte(`data: {"error":{"message":"the answer broke off upstream; retry the request","type":"upstream_error"}}` + "\n\n")
+
+// chatRelay writes one relayed answer.
+type chatRelay struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool // the status line was written: no error answer, no fallback
+	stream  bool // the answer is server-sent events
+}
+
+// start commits the attempt and writes the status line and the relay's own headers (never the
+// upstream's, which may name it).
+func (r *chatRelay) start(ctx context.Context, contentType string, length int) {
+	routing.Commit(ctx)
+	h := r.w.Header()
+	h.Set("Content-Type", contentType)
+	if length >= 0 {
+		h.Set("Content-Length", strconv.Itoa(length))
+	} else {
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		r.stream = true
+	}
+	r.w.WriteHeader(http.StatusOK)
+	r.rc = http.NewResponseController(r.w)
+	r.started = true
+}
+
+// write sends p to the client, flushing when asked.
+func (r *chatRelay) write(p []byte, flush bool) error {
+	if _, err := r.w.Write(p); err != nil {
+		return routing.Abort(errClientGone)
+	}
+	if flush {
+		if err := r.rc.Flush(); err != nil {
+			return routing.Abort(errClientGone)
+		}
+	}
+	return nil
+}
+
+// relayJSON relays a whole (non-streamed) answer, checking that it is JSON before anything is written,
+// so that a broken answer still falls back to the next upstream.
+func (r *chatRelay) relayJSON(ctx context.Context, u *upstream.Upstream, resp *http.Response) error {
+	data, err := readAnswer(resp, maxRelayAnswer)
+	if err != nil {
+		return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "read", Message: "reading the answer failed", Err: err}
+	}
+	if !json.Valid(data) {
+		return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "bad_json", Message: "the answer is not JSON"}
+	}
+	buf := getBuffer()
+	defer putBuffer(buf)
+	*buf = rewriteModels((*buf)[:0], data)
+	r.start(ctx, "application/json", len(*buf))
+	return r.write(*buf, false)
+}
+
+// readAnswer reads a whole answer of at most limit bytes.
+func readAnswer(resp *http.Response, limit int64) ([]byte, error) {
+	if resp.ContentLength > limit {
+		return nil, errors.New("the answer is too large")
+	}
+	if resp.ContentLength >= 0 {
+		data := make([]byte, resp.ContentLength)
+		_, err := io.ReadFull(resp.Body, data)
+		return data, err
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = errors.New("the answer is too large")
+	}
+	return data, err
+}
+
+// The relay reuses its read buffers and output buffers across requests.
+var (
+	relayReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+	relayBuffers = sync.Pool{New: func() any { b := make([]byte, 0, relayChunk+4<<10); return &b }}
+)
+
+// getBuffer returns an empty output buffer.
+func getBuffer() *[]byte {
+	b := relayBuffers.Get().(*[]byte)
+	*b = (*b)[:0]
+	return b
+}
+
+// putBuffer returns an output buffer for reuse, unless a large answer grew it.
+func putBuffer(b *[]byte) {
+	if cap(*b) <= 1<<20 {
+		relayBuffers.Put(b)
+	}
+}
+
+// relayStream relays server-sent events line by line: every data line has its model rewritten, and
+// the output is written and flushed at the end of each event when no further upstream bytes are
+// already waiting (under load several events go out in one write). The stream ends with data: [DONE],
+// added when an upstream ends cleanly without it.
+func (r *chatRelay) relayStream(ctx context.Context, u *upstream.Upstream, body io.Reader) error {
+	br := relayReaders.Get().(*bufio.Reader)
+	br.Reset(body)
+	out := getBuffer()
+	defer func() {
+		br.Reset(nil)
+		relayReaders.Put(br)
+		putBuffer(out)
+	}()
+	var long []byte // a line longer than the reader's buffer, being assembled
+	done := false
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
+		}
+		if len(line) > 0 {
+			if bytes.HasPrefix(line, dataPrefix) {
+				if string(bytes.TrimSpace(line[len(dataPrefix):])) == "[DONE]" {
+					done = true
+				}
+				*out = rewriteModels(*out, line)
+			} else {
+				*out = append(*out, line...)
+			}
+			endOfEvent := len(bytes.TrimRight(line, "\r\n")) == 0
+			if (endOfEvent && br.Buffered() == 0) || len(*out) >= relayChunk {
+				if !r.started {
+					r.start(ctx, "text/event-stream; charset=utf-8", -1)
+				}
+				if err := r.write(*out, endOfEvent); err != nil {
+					return err
+				}
+				*out = (*out)[:0]
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "stream", Message: "the stream broke off", Err: err}
+		}
+	}
+	if !r.started && len(*out) == 0 {
+		return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "empty_stream", Message: "the stream was empty"}
+	}
+	if !done {
+		if len(*out) > 0 && !bytes.HasSuffix(*out, []byte("\n\n")) {
+			*out = append(*out, '\n')
+		}
+		*out = append(*out, "data: [DONE]\n\n"...)
+	}
+	if !r.started {
+		r.start(ctx, "text/event-stream; charset=utf-8", -1)
+	}
+	return r.write(*out, true)
+}
+
+// dataPrefix starts the data lines of server-sent events.
+var dataPrefix = []byte("data:")
+
+// Byte patterns of rewriteModels.
+var (
+	modelKey   = []byte(`"model"`)
+	modelValue = []byte(`"` + ChatModel + `"`)
+)
+
+// rewriteModels appends src to dst with the string value of every "model" key replaced by
+// "service-auto". It works on bytes, without decoding: in JSON text an unescaped quote only delimits
+// strings, so `"model"` followed by a colon is a key (an escaped quote before it is skipped).
+func rewriteModels(dst, src []byte) []byte {
+	for {
+		i := bytes.Index(src, modelKey)
+		if i < 0 {
+			return append(dst, src...)
+		}
+		end := i + len(modelKey)
+		if escaped(src, i) {
+			dst = append(dst, src[:end]...)
+			src = src[end:]
+			continue
+		}
+		j := skipSpace(src, end)
+		if j >= len(src) || src[j] != ':' {
+			dst = append(dst, src[:end]...)
+			src = src[end:]
+			continue
+		}
+		k := skipSpace(src, j+1)
+		if k >= len(src) || src[k] != '"' {
+			dst = append(dst, src[:k]...)
+			src = src[k:]
+			continue
+		}
+		close := stringEnd(src, k)
+		if close < 0 {
+			return append(dst, src...)
+		}
+		dst = append(dst, src[:k]...)
+		dst = append(dst, modelValue...)
+		src = src[close+1:]
+	}
+}
+
+// escaped reports whether the byte at i is preceded by an odd number of backslashes.
+func escaped(b []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// skipSpace returns the index of the first byte at or after i that is not JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index of the quote closing the JSON string opened at b[open], or -1.
+func stringEnd(b []byte, open int) int {
+	for i := open + 1; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
+
+// runDetail returns the log text of a routing failure, with upstream names.
+func runDetail(err error) string {
+	var re *routing.RunError
+	if errors.As(err, &re) {
+		return re.Detail()
+	}
+	return err.Error()
+}
+
+// callError turns the failure of a synchronous call (chat, copy, image reading) into a core error that
+// names no upstream: no capable upstream is 400 当前无可用上游, and a call that failed on every upstream
+// of its chain is 503 (retry later).
+func callError(ctx context.Context, err error, what string) error {
+	var core *models.Error
+	switch {
+	case errors.As(err, &core):
+		return core
+	case errors.Is(err, routing.ErrNoUpstream), errors.Is(err, routing.ErrUnknownModel):
+		return routeError(err)
+	}
+	slog.WarnContext(ctx, what+" failed", "detail", runDetail(err))
+	msg := what + " failed on every upstream channel; retry later"
+	var re *routing.RunError
+	if errors.As(err, &re) {
+		switch {
+		case errors.Is(re.Cause, context.DeadlineExceeded):
+			msg = what + " timed out; retry later"
+		case re.Cause != nil:
+			msg = what + " was cancelled"
+		}
+	}
+	return &models.Error{Kind: models.KindUnavailable, Message: msg, Err: err}
+}
+
+// AgentChatRequest is the body of POST /api/chat (D8): a conversation in messages, or one message.
+type AgentChatRequest struct {
+	Messages []upstream.Message `json:"messages"`
+	// Message is one user message: a string, or an object with role and content.
+	Message json.RawMessage `json:"message"`
+}
+
+// AgentReply is the answer of POST /api/chat.
+type AgentReply struct {
+	OK      bool             `json:"ok"`
+	Message upstream.Message `json:"message"`
+}
+
+// chatRoles are the roles a caller's message may have.
+var chatRoles = []string{"system", "developer", "user", "assistant"}
+
+// messages validates the request and returns the conversation to send.
+func (req AgentChatRequest) messages() ([]upstream.Message, error) {
+	hasOne := len(bytes.TrimSpace(req.Message)) > 0 && string(bytes.TrimSpace(req.Message)) != "null"
+	switch {
+	case req.Messages != nil && hasOne:
+		return nil, models.Invalid("send either messages or message, not both")
+	case hasOne:
+		var text string
+		if json.Unmarshal(req.Message, &text) == nil {
+			req.Messages = []upstream.Message{{Role: "user", Content: text}}
+			break
+		}
+		var m upstream.Message
+		if err := json.Unmarshal(req.Message, &m); err != nil {
+			return nil, models.Invalid("message must be a string or an object with role and content")
+		}
+		if m.Role == "" {
+			m.Role = "user"
+		}
+		req.Messages = []upstream.Message{m}
+	case len(req.Messages) == 0:
+		return nil, models.Invalid("messages is required: an array of {role, content}, or send message with one text")
+	}
+	for i, m := range req.Messages {
+		if !containsString(chatRoles, m.Role) {
+			return nil, models.Invalid("messages[%d].role must be one of %s", i, strings.Join(chatRoles, ", "))
+		}
+		if strings.TrimSpace(m.Content) == "" {
+			return nil, models.Invalid("messages[%d].content must be non-empty text", i)
+		}
+	}
+	return req.Messages, nil
+}
+
+// containsString reports whether list holds s.
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// AgentChat answers POST /api/chat: one completion routed like the relay, free of credits and counted
+// in usage with the caller's X-CS-Agent as the agent.
+func (s *Service) AgentChat(ctx context.Context, id *models.Identity, req AgentChatRequest) (*AgentReply, error) {
+	if !id.Is(generating...) {
+		return nil, models.Forbidden("only tenant keys, member keys and personal logins can chat")
+	}
+	msgs, err := req.messages()
+	if err != nil {
+		return nil, err
+	}
+	var answer string
+	err = s.Engine.Run(ctx, chatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
+		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: msgs})
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(res.Content) == "" {
+			return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "empty_answer", Message: "the answer was empty"}
+		}
+		answer = res.Content
+		return nil
+	})
+	if err != nil {
+		return nil, callError(ctx, err, "chat")
+	}
+	s.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
+	return &AgentReply{OK: true, Message: upstream.Message{Role: "assistant", Content: answer}}, nil
+}
+
+// ModelCatalogue returns the answer of GET /api/available-models for a media type (image, the default,
+// or video): channels and families with their capabilities, or tiers, each marked available when an
+// upstream in rotation serves it. Provider names are left out.
+func (s *Service) ModelCatalogue(mediaType string) (any, error) {
+	mt, err := models.CatalogueMedia(mediaType)
+	if err != nil {
+		return nil, err
+	}
+	active := map[string]bool{}
+	for _, st := range s.Engine.List() {
+		active[st.Name] = st.State == routing.StateActive
+	}
+	set := s.Engine.Registry().Current()
+	if mt == models.CatalogueVideo {
+		tiers := map[string]bool{}
+		for _, u := range set.All {
+			if u.Media == upstream.MediaVideo && active[u.Name] {
+				for _, t := range u.Tiers {
+					tiers[t] = true
+				}
+			}
+		}
+		return models.NewVideoModels(tiers), nil
+	}
+	var channels []models.ModelChannel
+	for _, u := range set.All {
+		if u.Media != upstream.MediaImage {
+			continue
+		}
+		caps := make([]string, len(u.Capabilities))
+		for i, c := range u.Capabilities {
+			caps[i] = string(c)
+		}
+		channels = append(channels, models.ModelChannel{Name: u.Name, Family: u.Family, Capabilities: caps, Available: active[u.Name]})
+	}
+	return models.NewImageModels(channels), nil
+}

@@ -1,0 +1,198 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"studio/models/contract"
+)
+
+// Image reading (POST /api/reverse, spec 4.7): one synchronous call of a chat upstream with the vision
+// capability. Its input is a JSON {image_url} or a multipart file, exactly one, and nothing else; the
+// parameters removed on 2026-08-16 are refused by name. The answer has exactly the fields of Reading.
+// One credit (contract.CostReverse) is charged in a transaction before the call, with a ledger
+// reference of its own, and refunded once when the call fails.
+
+// ReverseRemovedParams are the parameters no longer accepted on /api/reverse since 2026-08-16 (400).
+var ReverseRemovedParams = []string{"variablize", "variables", "variable_labels", "create_template", "template", "async"}
+
+// CheckReverseParam refuses a parameter of /api/reverse other than the one input field (image_url in a
+// JSON body, file in a multipart body), naming the removed ones.
+func CheckReverseParam(name, input string) error {
+	switch {
+	case name == input:
+		return nil
+	case slices.Contains(ReverseRemovedParams, name):
+		return Invalid("%s is no longer accepted on /api/reverse (removed on 2026-08-16); send only image_url (JSON) or file (multipart)", name)
+	case name == "image_url" || name == "file":
+		return Invalid("send exactly one of image_url (JSON body) and file (multipart body), not both")
+	}
+	return Invalid("unknown parameter %q: /api/reverse takes only image_url (JSON body) or file (multipart body), no other parameters", name)
+}
+
+// Reading is the answer of POST /api/reverse. Its fields are fixed by spec 4.7: adding or removing
+// one is an interface change.
+type Reading struct {
+	OK          bool          `json:"ok"`
+	Sculpt      ReadingSculpt `json:"sculpt"`
+	Prompt      string        `json:"prompt"`
+	PromptCN    string        `json:"prompt_cn"`
+	StyleTags   []string      `json:"style_tags"`
+	AspectRatio string        `json:"aspect_ratio"`
+	ZhName      string        `json:"zh_name"`
+	Description string        `json:"description"`
+	Genre       string        `json:"genre"`
+	Ratio       string        `json:"ratio"`
+	BodyMD      string        `json:"body_md"`
+}
+
+// ReadingSculpt is the structured description of a picture.
+type ReadingSculpt struct {
+	Subject     string `json:"subject"`
+	Composition string `json:"composition"`
+	Universe    string `json:"universe"`
+	Light       string `json:"light"`
+	Print       string `json:"print"`
+	Texture     string `json:"texture"`
+}
+
+// ReadingInstruction is the system prompt of an image reading: it asks for the fields of Reading.
+const ReadingInstruction = `You read pictures for a creative studio. Describe the picture and answer with one JSON object only, with exactly these keys:
+"sculpt": {"subject", "composition", "universe", "light", "print", "texture"} (each a short English phrase: the subject, the composition, the setting or world, the lighting, the print or medium, the texture),
+"prompt": a complete English image prompt that recreates the picture,
+"prompt_cn": the same prompt in Chinese,
+"style_tags": an array of short style tags,
+"aspect_ratio": the picture's aspect ratio as W:H (for example 3:4),
+"zh_name": a short Chinese name for the picture,
+"description": one English sentence,
+"genre": one word naming the genre,
+"ratio": the same W:H ratio,
+"body_md": a short Markdown description.`
+
+// ParseReading reads a chat upstream's answer as a Reading. The answer may wrap the JSON object in
+// prose or a code fence; style_tags may be one comma-separated string, and aspect_ratio and ratio
+// stand in for each other. An answer without a JSON object, a sculpt object or a prompt is an error.
+func ParseReading(answer string) (*Reading, error) {
+	obj, err := answerObject(answer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reading{OK: true}
+	raw, ok := obj["sculpt"]
+	var sculpt map[string]json.RawMessage
+	if !ok || json.Unmarshal(raw, &sculpt) != nil || sculpt == nil {
+		return nil, errors.New("reverse: the answer has no sculpt object")
+	}
+	lower := make(map[string]json.RawMessage, len(sculpt))
+	for k, v := range sculpt {
+		lower[strings.ToLower(strings.TrimSpace(k))] = v
+	}
+	r.Sculpt = ReadingSculpt{Subject: textField(lower, "subject"), Composition: textField(lower, "composition"),
+		Universe: textField(lower, "universe"), Light: textField(lower, "light"), Print: textField(lower, "print"),
+		Texture: textField(lower, "texture")}
+	r.Prompt = textField(obj, "prompt")
+	if r.Prompt == "" {
+		return nil, errors.New("reverse: the answer has no prompt")
+	}
+	r.PromptCN = textField(obj, "prompt_cn")
+	r.AspectRatio = textField(obj, "aspect_ratio")
+	r.Ratio = textField(obj, "ratio")
+	if r.AspectRatio == "" {
+		r.AspectRatio = r.Ratio
+	}
+	if r.Ratio == "" {
+		r.Ratio = r.AspectRatio
+	}
+	r.ZhName = textField(obj, "zh_name")
+	r.Description = textField(obj, "description")
+	r.Genre = textField(obj, "genre")
+	r.BodyMD = textField(obj, "body_md")
+	r.StyleTags = styleTags(obj["style_tags"])
+	return r, nil
+}
+
+// styleTags returns the distinct non-blank tags of an array of strings or of one comma-separated
+// string; never nil, so that the answer always holds an array.
+func styleTags(raw json.RawMessage) []string {
+	var list []string
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		list = strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '，' || r == '、' })
+	} else {
+		_ = json.Unmarshal(raw, &list)
+	}
+	out := make([]string, 0, len(list))
+	for _, t := range list {
+		if t = strings.TrimSpace(t); t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ReverseCharge is the credit taken for one image reading, kept so that a failure refunds exactly it.
+type ReverseCharge struct {
+	// Ref is the ledger reference of the charge and of its refund.
+	Ref      string
+	identity Identity
+	charge   Charge
+}
+
+// ChargeReverse takes the credit of one image reading from the identity and counts the call in usage
+// (reverse), in one transaction. Insufficient credits are KindInsufficientCredits and nothing is taken.
+func (a *App) ChargeReverse(ctx context.Context, id *Identity) (*ReverseCharge, error) {
+	rc := &ReverseCharge{Ref: "reverse:" + NewID(), identity: *id}
+	err := a.Tx(ctx, func(tx *gorm.DB) error {
+		c, err := a.ChargeTx(tx, id, contract.CostReverse, rc.Ref, "image reading")
+		if err != nil {
+			return err
+		}
+		rc.charge = c
+		return a.RecordUsageTx(tx, id.TenantID, ServiceReverse, id.Agent)
+	})
+	if err != nil {
+		return nil, asCoreError("reverse: charge", err)
+	}
+	return rc, nil
+}
+
+// RefundReverse returns the credit of a failed image reading. It refunds at most once per charge: the
+// charge's ledger rows are locked and a refund already written under its reference makes it a no-op.
+// It reports whether this call refunded.
+func (a *App) RefundReverse(ctx context.Context, rc *ReverseCharge) (bool, error) {
+	if rc == nil || rc.charge.Amount <= 0 {
+		return false, nil
+	}
+	refunded := false
+	err := a.Tx(ctx, func(tx *gorm.DB) error {
+		var charged []LedgerEntry
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("ref = ? AND kind = ?", rc.Ref, LedgerCharge).
+			Find(&charged).Error; err != nil {
+			return err
+		}
+		var n int64
+		if err := tx.Model(&LedgerEntry{}).Where("ref = ? AND kind = ?", rc.Ref, LedgerRefund).Count(&n).Error; err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		id := rc.identity
+		if err := a.RefundTx(tx, id.TenantID, id.AccountID, id.UserID, rc.charge, rc.Ref, "image reading failed"); err != nil {
+			return err
+		}
+		refunded = true
+		return nil
+	})
+	if err != nil {
+		return false, asCoreError(fmt.Sprintf("reverse: refund %s", rc.Ref), err)
+	}
+	return refunded, nil
+}

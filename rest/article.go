@@ -1,0 +1,28 @@
+package rest
+
+import (
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"studio/models"
+)
+
+// registerArticle adds POST /api/article (copy generation, spec 4.6).
+func (s *Server) registerArticle(api *mux.Router) {
+	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
+	api.HandleFunc("/article", s.authed(s.article, gen...)).Methods(http.MethodPost)
+}
+
+func (s *Server) article(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
+	var req models.ArticleRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	art, err := s.opts.Jobs.WriteArticle(r.Context(), id, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, art)
+	return nil
+}
