@@ -122,7 +122,7 @@ func (s *Service) fetchReadingImage(ctx context.Context, rawURL string) ([]byte,
 		}
 		return data, kind.MIME, nil
 	}
-	if err := s.app.CheckMediaURL(rawURL); err != nil {
+	if err := s.app.CheckMediaURL(ctx, rawURL); err != nil {
 		return nil, "", &models.Error{Kind: models.KindInvalid, Message: "image_url " + err.Error(), Err: err}
 	}
 	data, _, err := media.Fetch(ctx, s.client, rawURL, media.MaxReadingImageSize)

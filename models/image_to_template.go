@@ -30,7 +30,7 @@ func (a *App) PrepareImageToTemplate(ctx context.Context, id *Identity, req Imag
 	if strings.TrimSpace(req.ImageURL) == "" {
 		return nil, Invalid("image_url is required: upload the picture first (POST /api/upload-ref)")
 	}
-	if err := a.CheckMediaURL(req.ImageURL); err != nil {
+	if err := a.CheckMediaURL(ctx, req.ImageURL); err != nil {
 		return nil, Invalid("image_url: %s", err.Error())
 	}
 	if len([]rune(req.ZhName)) > 100 {

@@ -172,7 +172,7 @@ func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateReques
 		return nil, Invalid("image_url and mask must be given together (inpainting)")
 	}
 	for i, u := range req.ReferenceImages {
-		if err := a.CheckMediaURL(u); err != nil {
+		if err := a.CheckMediaURL(ctx, u); err != nil {
 			return nil, Invalid("reference_images[%d]: %s", i, err.Error())
 		}
 	}
@@ -181,7 +181,7 @@ func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateReques
 	}
 	for name, u := range map[string]string{"image_url": req.ImageURL, "mask": req.Mask} {
 		if u != "" {
-			if err := a.CheckMediaURL(u); err != nil {
+			if err := a.CheckMediaURL(ctx, u); err != nil {
 				return nil, Invalid("%s: %s", name, err.Error())
 			}
 		}
@@ -285,11 +285,23 @@ func (a *App) resolveTemplatePrompt(ctx context.Context, id *Identity, req Gener
 	return nil
 }
 
-// CheckMediaURL accepts media of this service and public http(s) URLs (fetched later with the safe client).
-func (a *App) CheckMediaURL(raw string) error {
+// CheckMediaURL accepts media of this service and public http(s) URLs (fetched later with the safe
+// client). A URL of this service's uploads must name a committed upload: a pending direct upload has not
+// passed its type and size check yet.
+func (a *App) CheckMediaURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("must be an http(s) URL from the upload endpoint")
+	}
+	if strings.HasPrefix(raw, a.Config.CDNURL+"/uploads/") {
+		var n int64
+		if err := a.DB.WithContext(ctx).Model(&Upload{}).Where("url = ? AND committed = ?", raw, true).Count(&n).Error; err != nil {
+			return errors.New("could not check the upload; retry shortly")
+		}
+		if n == 0 {
+			return errors.New("is not a committed upload of this service: upload the file first (POST /api/upload-ref)")
+		}
+		return nil
 	}
 	if strings.HasPrefix(raw, a.Config.CDNURL+"/") || a.Config.AllowPrivateURLs {
 		return nil

@@ -177,7 +177,7 @@ func (a *App) PrepareVideo(ctx context.Context, id *Identity, req VideoRequest) 
 	if err := pickVideoTier(p, model, d, resolution); err != nil {
 		return nil, err
 	}
-	if err := a.checkVideoRefs(&p.Params, req); err != nil {
+	if err := a.checkVideoRefs(ctx, &p.Params, req); err != nil {
 		return nil, err
 	}
 	cost, err := contract.VideoCost(p.Resolution, float64(p.Duration))
@@ -233,7 +233,7 @@ func canonicalVideoResolution(r string) (string, bool) {
 }
 
 // checkVideoRefs checks the reference URLs of a submit and copies them into the parameters.
-func (a *App) checkVideoRefs(p *VideoParams, req VideoRequest) error {
+func (a *App) checkVideoRefs(ctx context.Context, p *VideoParams, req VideoRequest) error {
 	if len(req.Images) > MaxVideoImages {
 		return Invalid("images: at most %d images, got %d", MaxVideoImages, len(req.Images))
 	}
@@ -247,7 +247,7 @@ func (a *App) checkVideoRefs(p *VideoParams, req VideoRequest) error {
 		urls []string
 	}{{"images", req.Images}, {"videos", req.Videos}, {"audios", req.Audios}} {
 		for i, u := range list.urls {
-			if err := a.CheckMediaURL(u); err != nil {
+			if err := a.CheckMediaURL(ctx, u); err != nil {
 				return Invalid("%s[%d]: %s", list.name, i, err.Error())
 			}
 		}

@@ -451,3 +451,24 @@ func TestJobsPagination(t *testing.T) {
 		t.Fatalf("pagination saw %d distinct jobs, want 5", len(seen))
 	}
 }
+
+func TestReferenceImagesMustBeCommittedUploads(t *testing.T) {
+	_, fake := fakeUpstreams(t)
+	e := newEnv(t, fake)
+	_, key := e.tenant("Acme", 10)
+	up := e.upload(key, fileField("ref.png", "image/png", samplePNG())).expect(t, 200)
+	r := e.call("POST", "/api/generate", key, map[string]any{"prompt": "x", "reference_images": []string{up.str("url")}}).expect(t, 200)
+	if done := e.waitJob(key, r.str("jobId")); done.str("status") != "done" {
+		t.Fatalf("job with an uploaded reference = %s", done.Body)
+	}
+	pending := e.app.Config.CDNURL + "/uploads/tenant-x/" + models.NewID() + ".png"
+	if err := e.app.DB.Create(&models.Upload{ID: models.NewID(), OwnerKind: "tenant", OwnerID: "x", Key: "k-" + models.NewID(), URL: pending,
+		MediaType: "image", MIME: "image/png", Size: 10, Committed: false}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.app.DB.Model(&models.Upload{}).Where("url = ?", pending).Update("committed", false)
+	bad := e.call("POST", "/api/generate", key, map[string]any{"prompt": "x", "reference_images": []string{pending}}).expect(t, 400)
+	if !strings.Contains(bad.str("error"), "committed upload") {
+		t.Fatalf("error = %q", bad.str("error"))
+	}
+}
