@@ -28,7 +28,7 @@ func (s *Server) registerClaims(api *mux.Router) {
 	now := func() time.Time { return s.app.Now() } // read at each call: tests move the clock
 	preview := newAddrLimiter(claimPreviewPerMinute, time.Minute, now)
 	redeem := newAddrLimiter(claimRedeemPerMinute, time.Minute, now)
-	api.HandleFunc("/tenant-claims", s.authed(s.createClaim, models.IdentityTenant)).Methods(http.MethodPost)
+	api.HandleFunc("/tenant-claims", s.authed(s.idempotent("tenant-claims", s.createClaim, nil), models.IdentityTenant)).Methods(http.MethodPost)
 	api.HandleFunc("/promo-claims", s.public(preview.limit(s.previewClaim))).Methods(http.MethodGet)
 	api.HandleFunc("/promo-claims", s.public(redeem.limit(s.redeemClaim))).Methods(http.MethodPost)
 	api.HandleFunc("/claims", s.authed(s.userClaims, models.IdentityUser)).Methods(http.MethodGet)

@@ -16,7 +16,7 @@ func (s *Server) registerCredits(api *mux.Router) {
 	api.HandleFunc("/tenant-stats", s.authed(s.tenantStats, models.IdentityTenant)).Methods(http.MethodGet)
 	api.HandleFunc("/tenant-usage", s.authed(s.tenantUsage, models.IdentityTenant)).Methods(http.MethodGet)
 	api.HandleFunc("/tenant-accounts", s.authed(s.tenantAccounts, models.IdentityTenant)).Methods(http.MethodGet)
-	api.HandleFunc("/tenant-accounts", s.authed(s.tenantAccountAction, models.IdentityTenant)).Methods(http.MethodPost)
+	api.HandleFunc("/tenant-accounts", s.authed(s.idempotent("tenant-accounts", s.tenantAccountAction, isCreateAction), models.IdentityTenant)).Methods(http.MethodPost)
 }
 
 func (s *Server) balance(w http.ResponseWriter, r *http.Request, id *models.Identity) error {

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 
@@ -67,4 +68,13 @@ func (s *Server) idempotent(route string, h handler, applies func(body []byte) b
 		s.app.FinishIdempotent(r.Context(), id, route, key, status, bw.buf.Bytes())
 		return herr
 	}
+}
+
+// isCreateAction reports whether a POST /api/tenant-accounts body is the `create` action, the only one
+// that Idempotency-Key applies to (the others are absolute settings, safe to repeat).
+func isCreateAction(body []byte) bool {
+	var head struct {
+		Action string `json:"action"`
+	}
+	return json.Unmarshal(body, &head) == nil && head.Action == "create"
 }

@@ -72,3 +72,21 @@ func (e *env) tenantIDOf(key string) string {
 	e.t.Helper()
 	return e.call("GET", "/api/tenant-pool", key, nil).expect(e.t, 200).str("tenant_id")
 }
+
+func TestIdempotencyKeyOnAccountsAndClaims(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.tenant("Acme", 100)
+	h := map[string]string{"X-API-Key": key, "Idempotency-Key": "member-1"}
+	a := e.callH("POST", "/api/tenant-accounts", h, map[string]any{"action": "create", "email": "m@acme.test", "credits": 10}).expect(t, 200)
+	b := e.callH("POST", "/api/tenant-accounts", h, map[string]any{"action": "create", "email": "m@acme.test", "credits": 10}).expect(t, 200)
+	if a.JSON["account"].(map[string]any)["id"] != b.JSON["account"].(map[string]any)["id"] {
+		t.Fatalf("a repeated create made a second account: %s / %s", a.Body, b.Body)
+	}
+	if p := e.call("GET", "/api/tenant-pool", key, nil); p.num("spendable") != 90 || p.num("reserved") != 10 {
+		t.Fatalf("pool after a repeated create = %s", p.Body)
+	}
+	list := e.call("GET", "/api/tenant-accounts", key, nil).expect(t, 200)
+	if n := len(list.JSON["accounts"].([]any)); n != 1 {
+		t.Fatalf("accounts = %d, want 1", n)
+	}
+}
