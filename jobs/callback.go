@@ -57,7 +57,9 @@ func (w *callbackWorker) NextRetry(job *river.Job[CallbackArgs]) time.Time {
 }
 
 // Timeout bounds one delivery attempt.
-func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return 20 * time.Second }
+func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration {
+	return w.s.opts.CallbackTimeout + 5*time.Second
+}
 
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
 	app := w.s.app
@@ -104,7 +106,7 @@ func (w *callbackWorker) deliver(ctx context.Context, j *models.Job, secret, bod
 	req.Header.Set("webhook-id", j.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", SignCallback(secret, j.ID, ts, body))
-	res, err := w.s.client.Do(req)
+	res, err := w.s.callbacks.Do(req)
 	if err != nil {
 		return fmt.Errorf("callback: %w", err)
 	}

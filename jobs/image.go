@@ -90,6 +90,13 @@ type imageWorker struct {
 	s *Service
 }
 
+// NextRetry retries a run that failed for the service's own reasons (database, storage) soon: the job's
+// deadline, not the queue's back-off, bounds how long it may take.
+func (w *imageWorker) NextRetry(job *river.Job[ImageJobArgs]) time.Time {
+	d := time.Duration(1<<min(job.Attempt, 5)) * time.Second
+	return time.Now().Add(d)
+}
+
 func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
 	return w.s.runImageJob(ctx, job.Args.JobID)
 }

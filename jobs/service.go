@@ -34,19 +34,22 @@ type Options struct {
 	PollInterval time.Duration
 	// RetryBase is the first routing back-off before retrying a transient upstream error (default 500 ms).
 	RetryBase time.Duration
+	// CallbackTimeout bounds one callback delivery (default 10 s).
+	CallbackTimeout time.Duration
 	// VideoPoll is how often a running video task is checked at its upstream (default 5 s).
 	VideoPoll time.Duration
 }
 
 // Service is the asynchronous core: routing, the queue and its workers.
 type Service struct {
-	app     *models.App
-	Engine  *routing.Engine
-	media   media.Store
-	queue   *Queue
-	client  *http.Client // safe client for reference images and callbacks
-	opts    Options
-	started bool
+	app       *models.App
+	Engine    *routing.Engine
+	media     media.Store
+	queue     *Queue
+	client    *http.Client // safe client for reference images
+	callbacks *http.Client // safe client for callbacks: no redirects followed
+	opts      Options
+	started   bool
 }
 
 // Kinds of queued work.
@@ -108,8 +111,15 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 	if opts.VideoPoll <= 0 {
 		opts.VideoPoll = 5 * time.Second
 	}
+	if opts.CallbackTimeout <= 0 {
+		opts.CallbackTimeout = 10 * time.Second
+	}
 	s := &Service{app: app, media: opts.Media, opts: opts,
-		client: media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(30*time.Second))}
+		client:    media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(30*time.Second)),
+		callbacks: media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(opts.CallbackTimeout))}
+	// A callback is delivered to the URL the caller gave: a redirect is an answer that is not 2xx (retried),
+	// never followed, so that a receiver cannot bounce the signed body elsewhere.
+	s.callbacks.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s.Engine = routing.NewEngine(opts.Upstreams, routing.Options{Store: NewHealthStore(app.DB), RetryBase: opts.RetryBase,
 		Logger: slog.Default().With("component", "routing")})
 

@@ -66,6 +66,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	ec := &envConfig{vars: vars, opts: server.Options{Jobs: jobs.Options{
 		CallbackBackoff: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond},
 		PollInterval:    50 * time.Millisecond, RetryBase: 10 * time.Millisecond, SweepInterval: time.Second, VideoPoll: 100 * time.Millisecond,
+		CallbackTimeout: 500 * time.Millisecond,
 	}}}
 	for _, o := range opts {
 		o(ec)

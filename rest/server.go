@@ -202,8 +202,17 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
+// isDBDown reports whether an internal error's cause is the database being unreachable or restarting,
+// which the client should see as a temporary 503 rather than a 500.
 func isDBDown(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || containsAny(err.Error(), "connection refused", "bad connection", "the database system is", "driver: bad connection", "conn closed")
+	var msgs []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		msgs = append(msgs, e.Error())
+	}
+	all := strings.Join(msgs, " | ")
+	return errors.Is(err, context.DeadlineExceeded) || containsAny(all, "connection refused", "bad connection", "the database system is",
+		"conn closed", "connection reset", "unexpected EOF", "broken pipe", "failed to connect", "terminating connection",
+		"server closed the connection", "database is closed", "sql: database is closed")
 }
 
 func containsAny(s string, subs ...string) bool {
