@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -32,23 +33,26 @@ func TestKilledServerLeavesNoJobBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	adminKey := models.NewAPIKey()
-	env := []string{"DATABASE_URL=" + modelstest.URLFor(t), "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
-		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_JOB_DEADLINE=8s"}
+	dbURL := modelstest.URLFor(t)
+	env := []string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
+		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_JOB_DEADLINE=12s", "SERVICE_GENERATE_RATE=1000"}
 	a := startStudio(t, env, "serve")
-	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 100})
+	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 1000})
 	key := created["api_key"].(string)
-	const n = 20
-	items := make([]map[string]any, n)
-	for i := range items {
-		items[i] = map[string]any{"prompt": fmt.Sprintf("job %d", i)}
-	}
-	status, out := a.call(t, "POST", "/api/generate-batch", key, map[string]any{"items": items})
-	if status != 200 {
-		t.Fatalf("batch: %d %v", status, out)
-	}
+	const n = 200 // in batches of 32 (the batch limit), all pending when the process dies
 	var ids []string
-	for _, j := range out["jobs"].([]any) {
-		ids = append(ids, j.(map[string]any)["jobId"].(string))
+	for len(ids) < n {
+		items := make([]map[string]any, min(32, n-len(ids)))
+		for i := range items {
+			items[i] = map[string]any{"prompt": fmt.Sprintf("job %d", len(ids)+i)}
+		}
+		status, out := a.call(t, "POST", "/api/generate-batch", key, map[string]any{"items": items})
+		if status != 200 {
+			t.Fatalf("batch: %d %v", status, out)
+		}
+		for _, j := range out["jobs"].([]any) {
+			ids = append(ids, j.(map[string]any)["jobId"].(string))
+		}
 	}
 	for i := 0; i < 100 && fake.Count("/v1/images/generations") == 0; i++ {
 		time.Sleep(50 * time.Millisecond)
@@ -80,8 +84,20 @@ func TestKilledServerLeavesNoJobBehind(t *testing.T) {
 		}
 	}
 	_, bal := b.call(t, "GET", "/api/balance", key, nil)
-	if got, want := bal["credits"].(float64), float64(100-done); got != want {
+	if got, want := bal["credits"].(float64), float64(1000-done); got != want {
 		t.Fatalf("credits = %v, want %v (%d done charged, %d failed refunded)", got, want, done, failed)
 	}
 	t.Logf("after SIGKILL and restart: %d done, %d failed and refunded", done, failed)
+	db, err := models.OpenDB(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	app, err := models.NewApp(context.Background(), db, models.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := app.AuditLedger(context.Background()); err != nil || len(problems) > 0 {
+		t.Fatalf("ledger after the crash: %v %v", problems, err)
+	}
 }
