@@ -302,6 +302,7 @@ type Session struct {
 	TenantID  *string   `gorm:"size:36;index"`
 	AccountID *string   `gorm:"size:36"`
 	UserID    *string   `gorm:"size:36;index"`
+	KeyHash   string    `gorm:"size:64;not null;default:''"` // SHA-256 of the API key it was opened with; '' for personal logins
 	CSRF      string    `gorm:"size:64;not null"`
 	ExpiresAt time.Time `gorm:"index"`
 	CreatedAt time.Time

@@ -19,6 +19,7 @@ type Migration struct {
 // Migrations is the ordered list of schema steps; append, never edit a released one.
 var Migrations = []Migration{
 	{1, "initial schema", func(tx *gorm.DB) error { return tx.AutoMigrate(AllEntities()...) }},
+	{2, "console sessions remember the hash of their key", func(tx *gorm.DB) error { return tx.AutoMigrate(&Session{}) }},
 }
 
 type schemaMigration struct {

@@ -1,0 +1,155 @@
+package web
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"studio/models"
+)
+
+// Claim landing pages: {claim_site_url}/claim/<code>. A buyer sees what the code gives (models
+// PreviewClaim), redeems it with a nickname and an e-mail (models RedeemClaim, the core of POST
+// /api/promo-claims), and gets the login token, how to sign in, and the tutorial PDF as the last step.
+// The pages are public and written in Chinese, for the buyers the codes are sold to (lang="zh-CN").
+//
+// These pages have no session: the redeem form carries a token signed with the service secret
+// (models.Sign) that binds it to the code and expires after claimFormTTL. The per-address rate limits
+// of GET and POST /api/promo-claims live in the REST surface (rest/claims.go, in process memory) and are
+// not exported by the core, so these pages are not rate limited beyond what the core enforces.
+
+// claimFormTTL is how long a served redeem form may be posted.
+const claimFormTTL = 2 * time.Hour
+
+// claimView is what a claim page shows.
+type claimView struct {
+	Chrome    chrome
+	Code      string
+	State     string // active | used | disabled | unknown | redeemed
+	Preview   *models.ClaimPreview
+	FormToken string
+	Nickname  string
+	Email     string
+	Error     string
+	Redeemed  *models.ClaimRedeemed
+	LoginURL  string
+}
+
+// claimPage shows the benefit list and the redeem form of a code, or why it cannot be redeemed.
+func (c *Console) claimPage(w http.ResponseWriter, r *http.Request) {
+	c.headers(w)
+	code := mux.Vars(r)["code"]
+	p := c.claimView(code)
+	status := c.loadClaim(r, &p)
+	c.render(w, r, status, claimPage(p))
+}
+
+// claimRedeem redeems a code for the posted nickname and e-mail.
+func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
+	c.headers(w)
+	code := mux.Vars(r)["code"]
+	p := c.claimView(code)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		p.State, p.Error = "unknown", "无法读取表单，请刷新页面后重试。"
+		c.render(w, r, http.StatusBadRequest, claimPage(p))
+		return
+	}
+	p.Nickname, p.Email = strings.TrimSpace(r.PostFormValue("nickname")), strings.TrimSpace(r.PostFormValue("email"))
+	if !c.checkClaimToken(code, r.PostFormValue("form_token")) {
+		status := c.loadClaim(r, &p)
+		if status == http.StatusOK {
+			status = http.StatusForbidden
+		}
+		p.Error = "页面已过期，请刷新后重新提交。"
+		c.render(w, r, status, claimPage(p))
+		return
+	}
+	out, err := c.app.RedeemClaim(r.Context(), models.RedeemInput{Code: code, Nickname: p.Nickname, Email: p.Email})
+	if err != nil {
+		status := c.loadClaim(r, &p)
+		if status != http.StatusOK && status != http.StatusGone {
+			c.render(w, r, status, claimPage(p))
+			return
+		}
+		status, p.Error = c.claimError(r, err, p.State)
+		c.render(w, r, status, claimPage(p))
+		return
+	}
+	p.State, p.Redeemed = "redeemed", out
+	w.Header().Set("Cache-Control", "no-store")
+	c.render(w, r, http.StatusOK, claimPage(p))
+}
+
+// claimView returns an empty claim page for a code.
+func (c *Console) claimView(code string) claimView {
+	ch := c.chrome(nil, "领取权益", "")
+	ch.Lang, ch.Home = "zh-CN", "/claim/"+code
+	return claimView{Chrome: ch, Code: code, FormToken: c.claimToken(code, c.app.Now()),
+		LoginURL: strings.TrimRight(c.app.Config.BaseURL, "/") + "/login"}
+}
+
+// loadClaim fills the page from the code's preview and returns the page's status: 200 for an active or
+// used code (a buyer may redeem again with the same e-mail to see the sign-in details), 410 for a
+// disabled one, 404 for an unknown one.
+func (c *Console) loadClaim(r *http.Request, p *claimView) int {
+	prev, err := c.app.PreviewClaim(r.Context(), p.Code)
+	switch models.KindOf(err) {
+	case models.KindNotFound, models.KindInvalid:
+		p.State = "unknown"
+		return http.StatusNotFound
+	}
+	if err != nil {
+		status, _ := pageError(r, err)
+		p.State, p.Error = "unknown", "服务暂时不可用，请稍后再试。"
+		return status
+	}
+	p.Preview, p.State = prev, prev.Status
+	if prev.Status == models.ClaimDisabled {
+		return http.StatusGone
+	}
+	return http.StatusOK
+}
+
+// claimError turns a refused redemption into the page's status and a Chinese sentence.
+func (c *Console) claimError(r *http.Request, err error, state string) (int, string) {
+	status, msg := pageError(r, err)
+	switch models.KindOf(err) {
+	case models.KindInvalid:
+		return status, "请检查填写的内容：" + msg
+	case models.KindConflict:
+		if state == models.ClaimDisabled {
+			return status, "该领取码已停用，无法再领取。"
+		}
+		return status, "该领取码已被其他邮箱领取。如果是您本人领取的，请填写领取时使用的邮箱。"
+	case models.KindForbidden:
+		return status, "该邮箱对应的账号已停用，请联系客服。"
+	case models.KindRateLimited:
+		return status, "尝试次数过多，请稍后再试。"
+	}
+	return status, "领取失败，请稍后再试。"
+}
+
+// claimToken signs a redeem form for a code: "<expiry>.<signature>".
+func (c *Console) claimToken(code string, now time.Time) string {
+	exp := strconv.FormatInt(now.Add(claimFormTTL).Unix(), 10)
+	return exp + "." + base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "claim-form", []byte(code+"|"+exp)))
+}
+
+// checkClaimToken reports whether a posted token was signed for this code and has not expired.
+func (c *Console) checkClaimToken(code, token string) bool {
+	exp, sig, ok := strings.Cut(token, ".")
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || c.app.Now().Unix() > n {
+		return false
+	}
+	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "claim-form", []byte(code+"|"+exp)))
+	return models.EqualHash(sig, want)
+}

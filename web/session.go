@@ -1,0 +1,164 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"studio/models"
+)
+
+// Sign-in and sign-out. The sign-in forms carry a token bound to a pre-session cookie (SameSite=Lax, so
+// that another site cannot post the form in the browser's name and sign it into the wrong account).
+// A successful sign-in stores a server-side session (models.StartKeySession, StartPasswordSession) and
+// sets its cookie: HttpOnly, SameSite=Lax, Secure when SERVICE_BASE_URL is https, valid for
+// models.SessionTTL from sign-in (fixed, not sliding).
+
+// formCookie names the pre-session cookie of the sign-in forms.
+const formCookie = "studio_form"
+
+// signInView is what the sign-in page shows.
+type signInView struct {
+	Chrome    chrome
+	FormToken string
+	Next      string
+	Error     string
+	Email     string
+	Method    string // the form that failed: "key" or "password"
+}
+
+// signInPage shows the sign-in forms; a browser that is signed in already goes to its start page.
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	c.headers(w)
+	if sess, err := c.session(r); err == nil {
+		http.Redirect(w, r, homeOf(&sess.Identity), http.StatusSeeOther)
+		return
+	}
+	p := c.signInForm(w, r, r.URL.Query().Get("next"))
+	if r.URL.Query().Get("signed_out") == "1" {
+		p.Chrome.Notice = "You have signed out."
+	}
+	c.render(w, r, http.StatusOK, signInPage(p))
+}
+
+// signIn checks the form token and signs in with a key (or login token) or with e-mail and password.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	c.headers(w)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		c.render(w, r, http.StatusBadRequest, signInPage(c.signInForm(w, r, "", "The form could not be read. Reload the page and try again.")))
+		return
+	}
+	p := c.signInForm(w, r, r.PostFormValue("next"))
+	p.Method, p.Email = r.PostFormValue("method"), strings.TrimSpace(r.PostFormValue("email"))
+	if !c.checkFormToken(r) {
+		p.Error = "This form has expired. Reload the page and try again."
+		c.render(w, r, http.StatusForbidden, signInPage(p))
+		return
+	}
+	var (
+		cookie string
+		err    error
+	)
+	switch p.Method {
+	case "password":
+		cookie, err = c.app.StartPasswordSession(r.Context(), p.Email, r.PostFormValue("password"), clientAddress(r))
+	default:
+		p.Method = "key"
+		cookie, err = c.app.StartKeySession(r.Context(), r.PostFormValue("key"), clientAddress(r))
+	}
+	if err != nil {
+		status, msg := pageError(r, err)
+		p.Error = msg
+		c.render(w, r, status, signInPage(p))
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: models.SessionCookie, Value: cookie, Path: "/", HttpOnly: true, Secure: c.secure(),
+		SameSite: http.SameSiteLaxMode, MaxAge: int(models.SessionTTL / time.Second)})
+	target := "/console"
+	if sess, err := c.app.ResolveSession(r.Context(), cookie); err == nil {
+		target = homeOf(&sess.Identity)
+	}
+	if next := p.Next; next != "" && models.SafeReturnPath(next) &&
+		(strings.HasPrefix(next, consolePrefix) || strings.HasPrefix(next, adminPrefix)) {
+		target = next
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// signOut ends the session and clears its cookie.
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request, _ *visit) error {
+	if ck, err := r.Cookie(models.SessionCookie); err == nil {
+		if err := c.app.EndSession(r.Context(), ck.Value); err != nil {
+			return err
+		}
+	}
+	clearSessionCookie(w, c.secure())
+	http.Redirect(w, r, "/login?signed_out=1", http.StatusSeeOther)
+	return nil
+}
+
+// homeOf is the start page of an identity.
+func homeOf(id *models.Identity) string {
+	if id.Kind == models.IdentityAdmin {
+		return adminPrefix
+	}
+	return consolePrefix
+}
+
+// clearSessionCookie removes the session cookie from the browser.
+func clearSessionCookie(w http.ResponseWriter, secure bool) {
+	http.SetCookie(w, &http.Cookie{Name: models.SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: secure,
+		SameSite: http.SameSiteLaxMode, MaxAge: -1})
+}
+
+// signInForm fills the sign-in page, setting the pre-session cookie when the browser has none; an
+// optional message becomes its error.
+func (c *Console) signInForm(w http.ResponseWriter, r *http.Request, next string, msg ...string) signInView {
+	p := signInView{Chrome: c.chrome(nil, "Sign in", ""), FormToken: c.formToken(w, r), Next: next}
+	if !models.SafeReturnPath(next) {
+		p.Next = ""
+	}
+	if len(msg) > 0 {
+		p.Error = msg[0]
+	}
+	return p
+}
+
+// formToken returns the sign-in form token of the browser, setting a fresh pre-session cookie first
+// when it has none.
+func (c *Console) formToken(w http.ResponseWriter, r *http.Request) string {
+	value := ""
+	if ck, err := r.Cookie(formCookie); err == nil && len(ck.Value) >= 32 {
+		value = ck.Value
+	} else {
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		value = base64.RawURLEncoding.EncodeToString(b[:])
+		http.SetCookie(w, &http.Cookie{Name: formCookie, Value: value, Path: "/", HttpOnly: true, Secure: c.secure(),
+			SameSite: http.SameSiteLaxMode})
+	}
+	return base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "signin-form", []byte(value)))
+}
+
+// checkFormToken reports whether the posted form token matches the browser's pre-session cookie.
+func (c *Console) checkFormToken(r *http.Request) bool {
+	ck, err := r.Cookie(formCookie)
+	if err != nil || len(ck.Value) < 32 {
+		return false
+	}
+	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "signin-form", []byte(ck.Value)))
+	return models.EqualHash(r.PostFormValue("form_token"), want)
+}
+
+// clientAddress is the caller's network address, the subject of per-address limits.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
