@@ -23,7 +23,9 @@ type App struct {
 	Now func() time.Time
 	// Enqueue puts asynchronous work on the durable queue inside the caller's transaction; set by jobs.
 	Enqueue func(tx *gorm.DB, work ...Work) error
-	// Notify announces a change of a job or video task to subscribers on every replica; set by jobs.
+	// Notify announces that a job ("job") or video task ("video") changed, to the subscribers of every
+	// replica; the core calls it after the change commits, never inside a transaction. It must not block:
+	// jobs.NewBroker installs its Publish, which delivers in this process and sends pg_notify on PostgreSQL.
 	Notify  func(ctx context.Context, topic, id string)
 	submits *submitBatcher
 	// ValidateBinding checks a tenant binding names a known family or channel; set by jobs.

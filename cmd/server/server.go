@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"studio/graph"
 	"studio/jobs"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -24,6 +25,7 @@ type Service struct {
 	DB        *models.DB
 	App       *models.App
 	Jobs      *jobs.Service
+	Events    *jobs.Broker
 	Media     media.Store
 	Upstreams *upstream.Registry
 	handler   http.Handler
@@ -85,6 +87,7 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 		return nil, err
 	}
 	jobs.RegisterAdmin(app.Admin, s.Jobs)
+	s.Events = jobs.NewBroker(app, jobs.BrokerOptions{})
 	return s, nil
 }
 
@@ -131,8 +134,10 @@ func (s *Service) Handler(opts Options) http.Handler {
 		ro.MediaHandler = l.Handler()
 	}
 	rest.New(s.App, ro).Register(r)
+	r.Handle(graph.Path, graph.NewHandler(s.App, graph.Options{Jobs: s.Jobs, Events: s.Events}))
 	web.New(s.App).Register(r)
-	s.handler = rest.Middleware(r)
+	web.NewConsole(s.App, web.ConsoleOptions{Jobs: s.Jobs, Events: s.Events, Media: s.Media}).Register(r)
+	s.handler = rest.HSTS(s.App.Config.BaseURL, rest.Middleware(r))
 	return s.handler
 }
 
@@ -141,12 +146,18 @@ func (s *Service) MetricsHandler() http.Handler {
 	return rest.MetricsHandler(jobs.NewCollector(s.Jobs))
 }
 
-// Start starts the background workers.
-func (s *Service) Start(ctx context.Context) error { return s.Jobs.Start(ctx) }
+// Start starts the background workers and the delivery of job events.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.Events.Start(ctx); err != nil {
+		return err
+	}
+	return s.Jobs.Start(ctx)
+}
 
 // Stop stops the workers, letting running work finish or be rescued later, and writes batched counters.
 func (s *Service) Stop(ctx context.Context) error {
 	err := s.Jobs.Stop(ctx)
+	s.Events.Stop()
 	if ferr := s.App.FlushUsage(ctx); ferr != nil && err == nil {
 		err = ferr
 	}

@@ -1,0 +1,184 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"studio/models"
+)
+
+// credentials are the credential of one HTTP request or WebSocket connection. Over HTTP it is resolved
+// into an identity once, on first use, and shared by every field of the operation. Over WebSocket it is
+// resolved again for every operation, so that a key that was replaced or disabled stops working for new
+// operations at once, as it does over REST (subscriptions already open run to their end).
+type credentials struct {
+	key          string
+	agent        string
+	perOperation bool
+
+	once sync.Once
+	id   *models.Identity
+	err  error
+}
+
+type credentialsKey struct{}
+
+// withCredentials stores the caller's credentials in the context.
+func withCredentials(ctx context.Context, c *credentials) context.Context {
+	return context.WithValue(ctx, credentialsKey{}, c)
+}
+
+// credentialsFromHeaders reads X-API-Key or Authorization: Bearer, as the REST surface does.
+func credentialsFromHeaders(h http.Header) *credentials {
+	return &credentials{key: keyOf(h.Get("X-API-Key"), h.Get("Authorization")), agent: h.Get("X-CS-Agent")}
+}
+
+// keyOf returns the API key of an X-API-Key value, or else of an "Authorization: Bearer" value.
+func keyOf(apiKey, authorization string) string {
+	if apiKey != "" {
+		return apiKey
+	}
+	if len(authorization) > 7 && strings.EqualFold(authorization[:7], "bearer ") {
+		return authorization[7:]
+	}
+	return ""
+}
+
+// resolve turns the credentials into an identity (once, unless perOperation).
+func (c *credentials) resolve(ctx context.Context, app *models.App) (*models.Identity, error) {
+	lookup := func() (*models.Identity, error) {
+		id, err := app.ResolveIdentity(ctx, c.key)
+		if id != nil {
+			id.Agent = c.agent
+		}
+		return id, err
+	}
+	if c.perOperation {
+		return lookup()
+	}
+	c.once.Do(func() { c.id, c.err = lookup() })
+	return c.id, c.err
+}
+
+// caller authenticates the operation and checks that the identity is of one of kinds (any kind when none
+// is given): a missing or invalid credential is UNAUTHENTICATED, a valid key of another kind FORBIDDEN,
+// exactly as the REST endpoint of the same operation answers 401 and 403.
+func (r *Resolver) caller(ctx context.Context, field string, kinds ...models.IdentityKind) (*models.Identity, error) {
+	c, _ := ctx.Value(credentialsKey{}).(*credentials)
+	if c == nil {
+		c = &credentials{}
+	}
+	id, err := c.resolve(ctx, r.app)
+	if err != nil {
+		return nil, err
+	}
+	if len(kinds) > 0 && !id.Is(kinds...) {
+		return nil, forbiddenFor(id, field)
+	}
+	return id, nil
+}
+
+// forbiddenFor says why an identity of the wrong kind cannot use a field (the REST wording, naming the field).
+func forbiddenFor(id *models.Identity, field string) error {
+	switch id.Kind {
+	case models.IdentityAccount:
+		return models.Forbidden("a member account key cannot use " + field + "; use the tenant key")
+	case models.IdentityAdmin:
+		return models.Forbidden("the administrator key cannot use " + field + "; use a tenant key or a personal login")
+	case models.IdentityUser:
+		return models.Forbidden("a personal login cannot use " + field)
+	}
+	return models.Forbidden("this key cannot use " + field)
+}
+
+// The identities of the permission matrix (spec section 5), as the REST routes use them.
+var (
+	// generators may generate and read their jobs and video tasks.
+	generators = []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
+	// everyone may list templates and skills.
+	everyone = []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser, models.IdentityAdmin}
+	// authors may create and change templates.
+	authors = []models.IdentityKind{models.IdentityTenant, models.IdentityUser, models.IdentityAdmin}
+	// tenantOnly is organisation management, stats and hooks.
+	tenantOnly = []models.IdentityKind{models.IdentityTenant}
+)
+
+// WebSocket close codes of graphql-transport-ws for a refused connection_init.
+const (
+	closeUnauthorized = 4401
+	closeForbidden    = 4403
+	// closeInternalError is RFC 6455's "internal error": the credential could not be checked.
+	closeInternalError = 1011
+)
+
+// connection is the state of one WebSocket connection.
+type connection struct {
+	subscriptions atomic.Int32
+}
+
+type connectionKey struct{}
+
+// initConnection authenticates a WebSocket connection from its connection_init payload ({"X-API-Key": ...},
+// {"Authorization": "Bearer ..."} or {"apiKey": ...}), or else from the upgrade request's headers. A
+// missing or invalid credential closes the connection with 4401, an identity that has nothing to follow
+// (the administrator key) with 4403; the legacy graphql-ws protocol first gets a connection_error message.
+func (r *Resolver) initConnection(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	c, _ := ctx.Value(credentialsKey{}).(*credentials)
+	if key := keyOf(firstString(payload, "X-API-Key", "x-api-key", "apiKey", "api_key"), payload.Authorization()); key != "" {
+		c = &credentials{key: key, agent: firstString(payload, "X-CS-Agent", "x-cs-agent")}
+	}
+	if c == nil {
+		c = &credentials{}
+	}
+	id, err := c.resolve(ctx, r.app)
+	if err != nil {
+		var e *models.Error
+		if errors.As(err, &e) && e.Kind == models.KindUnauthenticated {
+			return refuse(ctx, closeUnauthorized, "Unauthorized"), nil, err
+		}
+		slog.ErrorContext(ctx, "graphql: authenticate WebSocket connection", "err", err)
+		return refuse(ctx, closeInternalError, "internal error"), nil, errors.New("internal error")
+	}
+	if !id.Is(generators...) {
+		return refuse(ctx, closeForbidden, "Forbidden"), nil, models.Forbidden("the administrator key has no jobs or video tasks to follow; use a tenant key, a member key or a personal login")
+	}
+	ctx = withCredentials(ctx, &credentials{key: c.key, agent: c.agent, perOperation: true})
+	return context.WithValue(ctx, connectionKey{}, &connection{}), nil, nil
+}
+
+func refuse(ctx context.Context, code int, reason string) context.Context {
+	return transport.AppendCloseReason(transport.WithWebsocketCloseCode(ctx, code), reason)
+}
+
+func firstString(p transport.InitPayload, keys ...string) string {
+	for _, k := range keys {
+		if v := p.GetString(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// holdSubscription counts one more subscription on the WebSocket connection of ctx until ctx ends; over
+// the bound it is refused.
+func (r *Resolver) holdSubscription(ctx context.Context) error {
+	conn, _ := ctx.Value(connectionKey{}).(*connection)
+	if conn == nil {
+		return nil
+	}
+	if conn.subscriptions.Add(1) > int32(r.maxSubscriptions) {
+		conn.subscriptions.Add(-1)
+		return &models.Error{Kind: models.KindRateLimited,
+			Message: "too many subscriptions on this connection (at most " + strconv.Itoa(r.maxSubscriptions) + "); complete some or open another connection"}
+	}
+	context.AfterFunc(ctx, func() { conn.subscriptions.Add(-1) })
+	return nil
+}

@@ -1,0 +1,16 @@
+package graph
+
+import (
+	"context"
+
+	"studio/models"
+)
+
+// CreateClaim creates a claim code (POST /api/tenant-claims).
+func (r *mutationResolver) CreateClaim(ctx context.Context, input models.ClaimInput) (*models.ClaimCreated, error) {
+	id, err := r.caller(ctx, "createClaim", tenantOnly...)
+	if err != nil {
+		return nil, err
+	}
+	return r.app.CreateClaimCode(ctx, id.TenantID, input)
+}

@@ -1,0 +1,105 @@
+// Package graph is the GraphQL surface of studio, served at /graphql: queries and mutations over HTTP
+// (POST and GET), subscriptions over WebSocket (graphql-transport-ws and the legacy graphql-ws), and
+// GraphiQL for a browser. It mirrors the REST surface: every resolver authorises the caller with the
+// same permission matrix and calls the same core operation (models, jobs) as the REST endpoint, so
+// validation messages, credit rules and hidden fields are the same.
+//
+// The schema lives in graph/*.graphqls; graph/generated.go and graph/models_gen.go are generated from it
+// by `go tool gqlgen generate` (configuration: gqlgen.yml at the repository root). Resolvers are the
+// hand-written files of this package.
+package graph
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"studio/jobs"
+	"studio/models"
+)
+
+// Path is where the GraphQL surface is served.
+const Path = "/graphql"
+
+// Options carries what cmd/ wires into the GraphQL surface; zero limits take the defaults.
+type Options struct {
+	// Jobs is the asynchronous core: generation submits go through it.
+	Jobs *jobs.Service
+	// Events delivers job and video changes to subscriptions.
+	Events *jobs.Broker
+	// MaxDepth bounds the nesting of a query (default 10; introspection fields are not counted).
+	MaxDepth int
+	// MaxComplexity bounds the complexity of an operation (default 3000; a page of jobs counts its size).
+	MaxComplexity int
+	// MaxSubscriptions bounds the subscriptions open at once on one WebSocket connection (default 100).
+	MaxSubscriptions int
+	// KeepAlive is the interval of WebSocket pings and of graphql-ws keep-alive messages (default 15 s); a
+	// connection that does not answer pings for two intervals is closed.
+	KeepAlive time.Duration
+	// InitTimeout is how long a WebSocket connection may take to send connection_init (default 10 s).
+	InitTimeout time.Duration
+}
+
+// maxBody bounds a GraphQL request body, like every REST JSON body.
+const maxBody = 1 << 20
+
+// NewHandler returns the HTTP handler of /graphql.
+func NewHandler(app *models.App, opts Options) http.Handler {
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = 10
+	}
+	if opts.MaxComplexity <= 0 {
+		opts.MaxComplexity = 3000
+	}
+	if opts.MaxSubscriptions <= 0 {
+		opts.MaxSubscriptions = 100
+	}
+	if opts.InitTimeout <= 0 {
+		opts.InitTimeout = 10 * time.Second
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
+	r := &Resolver{app: app, jobs: opts.Jobs, events: opts.Events, maxSubscriptions: opts.MaxSubscriptions,
+		setups: make(chan struct{}, maxSetups)}
+	cfg := Config{Resolvers: r}
+	setComplexity(&cfg.Complexity)
+	srv := handler.New(NewExecutableSchema(cfg))
+	srv.AddTransport(transport.Websocket{
+		// Keep-alive pings (and graphql-ws "ka" messages) come from the adapter's pinger.
+		Implementation: gorillaWebsocket{initTimeout: opts.InitTimeout, pinger: newPinger(opts.KeepAlive)},
+		InitFunc:       r.initConnection,
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.Use(extension.Introspection{})
+	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
+	srv.Use(depthLimit{max: opts.MaxDepth})
+	srv.SetErrorPresenter(presentError)
+	srv.SetRecoverFunc(recoverPanic)
+	graphiql := playground.Handler("studio GraphQL", Path)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && req.Header.Get("Upgrade") == "" && strings.Contains(req.Header.Get("Accept"), "text/html") {
+			graphiql(w, req)
+			return
+		}
+		req = req.WithContext(withCredentials(req.Context(), credentialsFromHeaders(req.Header)))
+		if req.Header.Get("Upgrade") != "" {
+			serveWebsocket(srv, w, req)
+			return
+		}
+		if req.Body != nil {
+			req.Body = http.MaxBytesReader(w, req.Body, maxBody)
+		}
+		srv.ServeHTTP(w, req)
+	})
+}

@@ -1,0 +1,805 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"studio/models"
+)
+
+// Events carry the changes of image jobs and video tasks to the subscribers of every replica.
+//
+// The core announces a change after its transaction commits with App.Notify(ctx, topic, id). The Broker
+// publishes it to this process at once and, on PostgreSQL, to the other replicas with pg_notify on the
+// channel EventChannel (payload "topic:id"). An event carries no state: the broker reloads the row (once
+// per event and process, however many follow it, many rows per query) and hands it to each follower,
+// which turns it into the public view and queues it, in order, on a channel of its own. Follow* read the
+// current state only after subscribing, so nothing that happens in between is lost, and drop states they
+// already sent. No goroutine is kept per follower: the broker's delivery loop does the sending.
+
+// EventChannel is the PostgreSQL notification channel of job and video events.
+const EventChannel = "studio_events"
+
+// Event topics: the kinds of rows whose changes are announced.
+const (
+	TopicJob   = "job"
+	TopicVideo = "video"
+)
+
+// BrokerOptions tunes a Broker; zero values take the defaults.
+type BrokerOptions struct {
+	// QueueLimit is how many unread states one stream keeps before it drops the oldest (default 16).
+	QueueLimit int
+	// RetryMax bounds the back-off between attempts to reconnect the PostgreSQL listener (default 5 s).
+	RetryMax time.Duration
+}
+
+// eventKey names what a subscription follows: one row of a topic, or every row of it (ID "").
+type eventKey struct{ topic, id string }
+
+// Broker delivers the changes of jobs and video tasks to subscriptions in this process, and on
+// PostgreSQL exchanges them with the other replicas through LISTEN/NOTIFY.
+type Broker struct {
+	app  *models.App
+	opts BrokerOptions
+
+	mu      sync.Mutex
+	subs    map[eventKey]map[*subscription]struct{}
+	pending map[eventKey]struct{}
+	wake    chan struct{}
+
+	// PostgreSQL: notifications waiting to be sent, and the backend of the connection that sends them
+	// (a replica's own notifications come back to its listener and are skipped by that backend id).
+	notifyMu    sync.Mutex
+	notifyQueue []string
+	notifyWake  chan struct{}
+	notifierPID atomic.Uint32
+	listening   atomic.Bool
+
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+	started bool
+}
+
+// NewBroker returns the broker of app and installs it as the core's Notify hook. Start runs it.
+func NewBroker(app *models.App, opts BrokerOptions) *Broker {
+	if opts.QueueLimit <= 0 {
+		opts.QueueLimit = 16
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = 5 * time.Second
+	}
+	b := &Broker{app: app, opts: opts,
+		subs: map[eventKey]map[*subscription]struct{}{}, pending: map[eventKey]struct{}{},
+		wake: make(chan struct{}, 1), notifyWake: make(chan struct{}, 1)}
+	app.Notify = b.Publish
+	return b
+}
+
+// Start runs the delivery loop and, on PostgreSQL, the listener and the notifier connections.
+func (b *Broker) Start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.cancel, b.started = cancel, true
+	b.run(func() { b.dispatch(ctx) })
+	if b.app.DB.Dialect == models.Postgres {
+		b.run(func() { b.listen(ctx) })
+		b.run(func() { b.notify(ctx) })
+	}
+	return nil
+}
+
+func (b *Broker) run(f func()) {
+	b.done.Add(1)
+	go func() {
+		defer b.done.Done()
+		f()
+	}()
+}
+
+// Stop sends the notifications still queued, stops the loops and waits for them.
+func (b *Broker) Stop() {
+	b.mu.Lock()
+	cancel := b.cancel
+	b.started, b.cancel = false, nil
+	b.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		b.done.Wait()
+	}
+}
+
+// Listening reports whether the PostgreSQL listener is connected (always false on SQLite).
+func (b *Broker) Listening() bool { return b.listening.Load() }
+
+// Publish announces that the row id of topic changed: to this process at once and, on PostgreSQL, to
+// every other replica. It never blocks on the database; it is the core's App.Notify.
+func (b *Broker) Publish(_ context.Context, topic, id string) {
+	b.enqueue(eventKey{topic, id})
+	if b.app.DB.Dialect == models.Postgres {
+		b.notifyMu.Lock()
+		if len(b.notifyQueue) < maxNotifyQueue {
+			b.notifyQueue = append(b.notifyQueue, topic+":"+id)
+		}
+		b.notifyMu.Unlock()
+		signal(b.notifyWake)
+	}
+}
+
+// maxNotifyQueue bounds the notifications waiting for the notifier (when it is not running, or the
+// database does not answer); beyond it events reach the other replicas only through their re-reads.
+const maxNotifyQueue = 100_000
+
+// enqueue marks a row as changed for the delivery loop; repeated changes before it runs are one reload.
+func (b *Broker) enqueue(keys ...eventKey) {
+	b.mu.Lock()
+	for _, k := range keys {
+		b.pending[k] = struct{}{}
+	}
+	b.mu.Unlock()
+	signal(b.wake)
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// loadBatch is the most rows the delivery loop reloads with one query.
+const loadBatch = 500
+
+// dispatch is the delivery loop: it reloads the changed rows that someone follows and hands them out.
+func (b *Broker) dispatch(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.wake:
+		}
+		for ctx.Err() == nil {
+			topic, ids := b.takePending()
+			if len(ids) == 0 {
+				break
+			}
+			rows, err := b.load(ctx, topic, ids)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				// Keep the changes and try again shortly: the database may be restarting.
+				slog.Warn("events: reload changed rows; retrying", "topic", topic, "count", len(ids), "err", err)
+				b.retryLater(ctx, topic, ids)
+				continue
+			}
+			b.deliver(topic, rows)
+		}
+	}
+}
+
+// retryLater puts changes back into the pending set after a pause.
+func (b *Broker) retryLater(ctx context.Context, topic string, ids []string) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(500 * time.Millisecond):
+	}
+	keys := make([]eventKey, len(ids))
+	for i, id := range ids {
+		keys[i] = eventKey{topic, id}
+	}
+	b.enqueue(keys...)
+}
+
+// takePending removes up to loadBatch changed rows of one topic from the pending set, keeping only those
+// that a subscription follows (by id, or every row of the topic).
+func (b *Broker) takePending() (string, []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var topic string
+	var ids []string
+	for k := range b.pending {
+		if topic != "" && k.topic != topic {
+			continue
+		}
+		delete(b.pending, k)
+		if len(b.subs[k]) == 0 && len(b.subs[eventKey{k.topic, ""}]) == 0 {
+			continue
+		}
+		topic = k.topic
+		ids = append(ids, k.id)
+		if len(ids) == loadBatch {
+			break
+		}
+	}
+	return topic, ids
+}
+
+// load reads the current rows of ids: *models.Job for jobs, *models.VideoTask for video tasks.
+func (b *Broker) load(ctx context.Context, topic string, ids []string) ([]row, error) {
+	db := b.app.DB.WithContext(ctx)
+	switch topic {
+	case TopicJob:
+		var jobs []models.Job
+		if err := db.Where("id IN ?", ids).Find(&jobs).Error; err != nil {
+			return nil, err
+		}
+		out := make([]row, len(jobs))
+		for i := range jobs {
+			out[i] = row{id: jobs[i].ID, value: &jobs[i]}
+		}
+		return out, nil
+	case TopicVideo:
+		var tasks []models.VideoTask
+		if err := db.Where("id IN ?", ids).Find(&tasks).Error; err != nil {
+			return nil, err
+		}
+		out := make([]row, len(tasks))
+		for i := range tasks {
+			out[i] = row{id: tasks[i].ID, value: &tasks[i]}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown topic %q", topic)
+}
+
+// row is a reloaded row and its id.
+type row struct {
+	id    string
+	value any
+}
+
+// subscription is one follower of a row (or of every row of a topic) in this process. deliver runs on
+// the delivery loop, under the broker's lock: it must not block, and it reports true when the follower
+// is finished (the broker then forgets it).
+type subscription struct {
+	key     eventKey
+	filter  func(any) bool
+	deliver func(any) (finished bool)
+}
+
+func (b *Broker) subscribe(s *subscription) {
+	b.mu.Lock()
+	set := b.subs[s.key]
+	if set == nil {
+		set = map[*subscription]struct{}{}
+		b.subs[s.key] = set
+	}
+	set[s] = struct{}{}
+	b.mu.Unlock()
+}
+
+func (b *Broker) unsubscribe(s *subscription) {
+	b.mu.Lock()
+	b.forget(s)
+	b.mu.Unlock()
+}
+
+// forget removes a subscription; the caller holds b.mu.
+func (b *Broker) forget(s *subscription) {
+	if set := b.subs[s.key]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(b.subs, s.key)
+		}
+	}
+}
+
+// deliver hands each row to the subscriptions that follow it and forgets those that finished.
+func (b *Broker) deliver(topic string, rows []row) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var finished []*subscription
+	for _, r := range rows {
+		for s := range b.subs[eventKey{topic, r.id}] {
+			if s.deliver(r.value) {
+				finished = append(finished, s)
+			}
+		}
+		for s := range b.subs[eventKey{topic, ""}] {
+			if (s.filter == nil || s.filter(r.value)) && s.deliver(r.value) {
+				finished = append(finished, s)
+			}
+		}
+	}
+	for _, s := range finished {
+		b.forget(s)
+	}
+}
+
+// Subscribers returns how many subscriptions are open in this process.
+func (b *Broker) Subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, set := range b.subs {
+		n += len(set)
+	}
+	return n
+}
+
+// stream is the outgoing side of one follower: a buffered channel that never blocks its sender. When the
+// reader falls QueueLimit states behind, the oldest waiting state is dropped (a later one supersedes it).
+type stream[T any] struct {
+	out     chan *T
+	dropped int
+}
+
+func newStream[T any](size int) *stream[T] { return &stream[T]{out: make(chan *T, size)} }
+
+// send queues v, dropping the oldest waiting value when the channel is full. It is called by one
+// sender at a time (the follower's lock).
+func (s *stream[T]) send(v *T) {
+	for {
+		select {
+		case s.out <- v:
+			return
+		default:
+		}
+		select {
+		case <-s.out:
+			s.dropped++
+		default:
+		}
+	}
+}
+
+// jobFollower turns the reloaded rows of one job into the stream of its public states.
+type jobFollower struct {
+	mu      sync.Mutex
+	stream  *stream[models.JobView]
+	last    models.JobView
+	ready   bool          // the current state was sent; until then rows wait in pending
+	pending []*models.Job // rows reloaded while the current state was being read
+	ended   bool
+}
+
+// push takes a reloaded row: held back until the current state is sent, then sent if it is a later,
+// different state. It reports true once the job ended (the stream is then closed) or nobody reads.
+func (f *jobFollower) push(v any) bool {
+	j := v.(*models.Job)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended {
+		return true
+	}
+	if !f.ready {
+		if len(f.pending) == cap(f.stream.out) {
+			f.pending = slices.Delete(f.pending, 0, 1)
+		}
+		f.pending = append(f.pending, j)
+		return false
+	}
+	return f.offer(j.View())
+}
+
+// offer sends v unless it is not newer than the last state sent; the caller holds f.mu.
+func (f *jobFollower) offer(v models.JobView) bool {
+	if !newerJob(&f.last, &v) {
+		return false
+	}
+	f.last = v
+	f.stream.send(&v)
+	if jobEnded(v.Status) {
+		f.ended = true
+		close(f.stream.out)
+	}
+	return f.ended
+}
+
+// FollowJob streams the public state of a job the identity may see: first its current state, then each
+// change in order (states already sent are skipped); the stream is closed after the job ends. It stops
+// when ctx ends. A job the identity may not see is KindNotFound, as for GET /api/jobs?id=. No goroutine
+// is kept per stream: the delivery loop sends into the returned channel.
+func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
+	f := &jobFollower{stream: newStream[models.JobView](b.opts.QueueLimit)}
+	sub := &subscription{key: eventKey{TopicJob, jobID}, deliver: f.push}
+	b.subscribe(sub) // subscribe before reading, so that no change in between is lost
+	j, err := b.app.JobFor(ctx, id, jobID)
+	if err != nil {
+		b.unsubscribe(sub)
+		return nil, err
+	}
+	f.mu.Lock()
+	f.last = j.View()
+	current := f.last
+	f.stream.send(&current)
+	if jobEnded(current.Status) {
+		f.ended = true
+		close(f.stream.out)
+	}
+	for _, p := range f.pending {
+		if f.ended {
+			break
+		}
+		f.offer(p.View())
+	}
+	f.ready, f.pending = true, nil
+	ended := f.ended
+	f.mu.Unlock()
+	if ended {
+		b.unsubscribe(sub)
+		return f.stream.out, nil
+	}
+	context.AfterFunc(ctx, func() {
+		b.unsubscribe(sub)
+		f.mu.Lock()
+		f.ended = true
+		f.mu.Unlock()
+	})
+	return f.stream.out, nil
+}
+
+// jobsFollower turns the reloaded rows of every job an identity may see into a stream of states.
+type jobsFollower struct {
+	mu     sync.Mutex
+	stream *stream[models.JobView]
+	sent   *lastSeen[models.JobView]
+	ended  bool
+}
+
+func (f *jobsFollower) push(v any) bool {
+	jv := v.(*models.Job).View()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended {
+		return true
+	}
+	if last, ok := f.sent.get(jv.JobID); ok && !newerJob(&last, &jv) {
+		return false
+	}
+	f.sent.put(jv.JobID, jv)
+	f.stream.send(&jv)
+	return false
+}
+
+// FollowJobs streams every change of the image jobs the identity may see (a tenant key: its tenant's
+// jobs; a member key or a personal login: its own), until ctx ends.
+func (b *Broker) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *models.JobView, error) {
+	if !id.Is(models.IdentityTenant, models.IdentityAccount, models.IdentityUser) {
+		return nil, models.Forbidden("only tenant keys, member keys and personal logins have jobs to follow")
+	}
+	f := &jobsFollower{stream: newStream[models.JobView](b.opts.QueueLimit), sent: newLastSeen[models.JobView]()}
+	sub := &subscription{key: eventKey{TopicJob, ""}, deliver: f.push,
+		filter: func(v any) bool { return jobVisibleTo(v.(*models.Job), id) }}
+	b.subscribe(sub)
+	context.AfterFunc(ctx, func() {
+		b.unsubscribe(sub)
+		f.mu.Lock()
+		f.ended = true
+		f.mu.Unlock()
+	})
+	return f.stream.out, nil
+}
+
+// videoFollower turns the reloaded rows of one video task into the stream of its public states.
+type videoFollower struct {
+	mu      sync.Mutex
+	stream  *stream[models.VideoTaskView]
+	last    models.VideoTaskView
+	ready   bool
+	pending []*models.VideoTask
+	ended   bool
+}
+
+func (f *videoFollower) push(v any) bool {
+	t := v.(*models.VideoTask)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended {
+		return true
+	}
+	if !f.ready {
+		if len(f.pending) == cap(f.stream.out) {
+			f.pending = slices.Delete(f.pending, 0, 1)
+		}
+		f.pending = append(f.pending, t)
+		return false
+	}
+	return f.offer(t.View())
+}
+
+// offer sends v unless it is not newer than the last state sent; the caller holds f.mu.
+func (f *videoFollower) offer(v models.VideoTaskView) bool {
+	if !newerVideo(&f.last, &v) {
+		return false
+	}
+	f.last = v
+	f.stream.send(&v)
+	if videoEnded(v.Status) {
+		f.ended = true
+		close(f.stream.out)
+	}
+	return f.ended
+}
+
+// FollowVideo streams the public state of a video task the identity may see, as FollowJob does for an
+// image job: its current state first, then each change; the stream is closed after the task ends (done,
+// failed or cancelled). A task the identity may not see is KindNotFound, as for GET /api/videos?id=.
+func (b *Broker) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
+	f := &videoFollower{stream: newStream[models.VideoTaskView](b.opts.QueueLimit)}
+	sub := &subscription{key: eventKey{TopicVideo, taskID}, deliver: f.push}
+	b.subscribe(sub)
+	t, err := b.app.VideoTaskFor(ctx, id, taskID)
+	if err != nil {
+		b.unsubscribe(sub)
+		return nil, err
+	}
+	f.mu.Lock()
+	f.last = t.View()
+	current := f.last
+	f.stream.send(&current)
+	if videoEnded(current.Status) {
+		f.ended = true
+		close(f.stream.out)
+	}
+	for _, p := range f.pending {
+		if f.ended {
+			break
+		}
+		f.offer(p.View())
+	}
+	f.ready, f.pending = true, nil
+	ended := f.ended
+	f.mu.Unlock()
+	if ended {
+		b.unsubscribe(sub)
+		return f.stream.out, nil
+	}
+	context.AfterFunc(ctx, func() {
+		b.unsubscribe(sub)
+		f.mu.Lock()
+		f.ended = true
+		f.mu.Unlock()
+	})
+	return f.stream.out, nil
+}
+
+func videoEnded(status string) bool {
+	return status == models.VideoDone || status == models.VideoFailed || status == models.VideoCancelled
+}
+
+// newerVideo reports whether v is a later, different state than last.
+func newerVideo(last, v *models.VideoTaskView) bool {
+	if v.UpdatedAt.Before(last.UpdatedAt) || videoEnded(last.Status) {
+		return false
+	}
+	return v.Status != last.Status || v.Progress != last.Progress || v.VideoURL != last.VideoURL ||
+		!equalStrPtr(v.Error, last.Error) || v.UpdatedAt.After(last.UpdatedAt)
+}
+
+// jobVisibleTo is the ownership rule of the job listing (models.Jobs) applied to one row in memory, so
+// that a change is matched against every open `jobs` subscription without a query per subscription.
+func jobVisibleTo(j *models.Job, id *models.Identity) bool {
+	switch id.Kind {
+	case models.IdentityTenant:
+		return j.TenantID != nil && *j.TenantID == id.TenantID
+	case models.IdentityAccount:
+		return j.AccountID != nil && *j.AccountID == id.AccountID
+	case models.IdentityUser:
+		return j.UserID != nil && *j.UserID == id.UserID
+	}
+	return false
+}
+
+func jobEnded(status string) bool { return status == models.JobDone || status == models.JobFailed }
+
+// newerJob reports whether v is a later, different state than last (an older reload is dropped).
+func newerJob(last, v *models.JobView) bool {
+	if v.UpdatedAt.Before(last.UpdatedAt) || jobEnded(last.Status) {
+		return false
+	}
+	return v.Status != last.Status || v.Progress != last.Progress || v.CDNURL != last.CDNURL ||
+		v.TemplateID != last.TemplateID || !equalStrPtr(v.Error, last.Error) || !slices.Equal(v.Steps, last.Steps) ||
+		v.UpdatedAt.After(last.UpdatedAt)
+}
+
+func equalStrPtr(a, b *string) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// lastSeen remembers the last state sent per id, for a bounded number of ids.
+type lastSeen[T any] struct{ m map[string]T }
+
+func newLastSeen[T any]() *lastSeen[T] { return &lastSeen[T]{m: map[string]T{}} }
+
+func (l *lastSeen[T]) get(id string) (T, bool) { v, ok := l.m[id]; return v, ok }
+
+func (l *lastSeen[T]) put(id string, v T) {
+	if len(l.m) >= 4096 {
+		clear(l.m) // forgetting only risks sending one state twice
+	}
+	l.m[id] = v
+}
+
+// notify is the PostgreSQL notifier: it sends queued events with pg_notify, many in one round trip, over
+// one dedicated connection whose backend id the listener recognises as this replica's own.
+func (b *Broker) notify(ctx context.Context) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.Background())
+		}
+	}()
+	for {
+		stopping := false
+		select {
+		case <-ctx.Done():
+			stopping = true
+		case <-b.notifyWake:
+		}
+		b.notifyMu.Lock()
+		payloads := b.notifyQueue
+		b.notifyQueue = nil
+		b.notifyMu.Unlock()
+		if len(payloads) > 0 {
+			slices.Sort(payloads)
+			payloads = slices.Compact(payloads)
+			sendCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			conn = b.sendNotifications(sendCtx, conn, payloads)
+			cancel()
+		}
+		if stopping {
+			return
+		}
+	}
+}
+
+// sendNotifications sends payloads, reconnecting once when the connection was lost; it returns the
+// connection to use next (nil when none could be made). Events that cannot be sent are logged and
+// dropped: the subscribers of other replicas re-read their rows when their listener reconnects.
+func (b *Broker) sendNotifications(ctx context.Context, conn *pgx.Conn, payloads []string) *pgx.Conn {
+	for attempt := 0; attempt < 2; attempt++ {
+		if conn == nil {
+			var err error
+			if conn, err = b.connect(ctx, "studio-events-notify"); err != nil {
+				slog.Warn("events: notifier cannot connect", "err", err, "dropped", len(payloads))
+				return nil
+			}
+			b.notifierPID.Store(conn.PgConn().PID())
+		}
+		_, err := conn.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", EventChannel, payloads)
+		if err == nil {
+			return conn
+		}
+		_ = conn.Close(context.Background())
+		conn = nil
+		if attempt == 1 {
+			slog.Warn("events: pg_notify failed", "err", err, "dropped", len(payloads))
+		}
+	}
+	return nil
+}
+
+// connect opens a dedicated PostgreSQL connection (outside GORM's pool) named for pg_stat_activity.
+func (b *Broker) connect(ctx context.Context, name string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(b.app.DB.URL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = name
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// ListenerName is the application_name of the listener connections in pg_stat_activity.
+const ListenerName = "studio-events-listen"
+
+// listen is the PostgreSQL listener: one dedicated connection LISTENing on EventChannel. When the
+// connection is lost it reconnects with back-off and then re-reads what is followed here, because events
+// sent while it was away were not received.
+func (b *Broker) listen(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	var lostAt time.Time
+	for ctx.Err() == nil {
+		conn, err := b.connect(ctx, ListenerName)
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN "+EventChannel)
+			if err != nil {
+				_ = conn.Close(context.Background())
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			slog.Warn("events: listener cannot connect; retrying", "err", err, "in", delay)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, b.opts.RetryMax)
+			continue
+		}
+		delay = 100 * time.Millisecond
+		b.listening.Store(true)
+		b.resync(ctx, lostAt)
+		err = b.receive(ctx, conn)
+		b.listening.Store(false)
+		lostAt = time.Now()
+		_ = conn.Close(context.Background())
+		if ctx.Err() == nil {
+			slog.Warn("events: listener connection lost; reconnecting", "err", err)
+		}
+	}
+}
+
+// receive turns notifications into local events until the connection fails or ctx ends.
+func (b *Broker) receive(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.PID == b.notifierPID.Load() {
+			continue // this replica's own event, already delivered here
+		}
+		topic, id, ok := strings.Cut(n.Payload, ":")
+		if !ok || id == "" {
+			continue
+		}
+		b.enqueue(eventKey{topic, id})
+	}
+}
+
+// resync re-reads, after the listener (re)connected, every row followed here by id, and the rows of a
+// topic followed as a whole that changed since the connection was lost.
+func (b *Broker) resync(ctx context.Context, lostAt time.Time) {
+	b.mu.Lock()
+	var keys []eventKey
+	var topics []string
+	for k := range b.subs {
+		if k.id != "" {
+			keys = append(keys, k)
+		} else {
+			topics = append(topics, k.topic)
+		}
+	}
+	b.mu.Unlock()
+	if !lostAt.IsZero() {
+		since := lostAt.Add(-2 * time.Second)
+		for _, topic := range topics {
+			ids, err := b.changedSince(ctx, topic, since)
+			if err != nil {
+				slog.Warn("events: re-read after reconnect", "topic", topic, "err", err)
+			}
+			for _, id := range ids {
+				keys = append(keys, eventKey{topic, id})
+			}
+		}
+	}
+	if len(keys) > 0 {
+		b.enqueue(keys...)
+	}
+}
+
+// changedSince lists the rows of a topic updated since a time (at most 5000, newest first).
+func (b *Broker) changedSince(ctx context.Context, topic string, since time.Time) ([]string, error) {
+	var model any
+	switch topic {
+	case TopicJob:
+		model = &models.Job{}
+	case TopicVideo:
+		model = &models.VideoTask{}
+	default:
+		return nil, errors.New("unknown topic")
+	}
+	var ids []string
+	err := b.app.DB.WithContext(ctx).Model(model).Where("updated_at >= ?", since).
+		Order("updated_at DESC").Limit(5000).Pluck("id", &ids).Error
+	return ids, err
+}
