@@ -36,6 +36,8 @@ func codeOf(k models.Kind) string {
 		return "PAYLOAD_TOO_LARGE"
 	case models.KindUnavailable:
 		return "UNAVAILABLE"
+	case models.KindUnprocessable:
+		return "UNPROCESSABLE"
 	}
 	return "INTERNAL"
 }

@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -100,9 +101,34 @@ func NoUpstream(cause error) *Error {
 	return &Error{Kind: KindNoUpstream, Message: NoUpstreamMessage, Err: cause}
 }
 
-// Internal wraps an unexpected error; its message is never shown to clients.
+// Internal wraps an unexpected error; its message is never shown to clients. A cause that says the
+// database is unreachable or restarting becomes KindUnavailable, which clients see as temporary.
 func Internal(op string, err error) *Error {
+	if Unreachable(err) {
+		return &Error{Kind: KindUnavailable, Message: "service temporarily unavailable: the database is not answering; retry shortly",
+			Err: fmt.Errorf("%s: %w", op, err)}
+	}
 	return &Error{Kind: KindInternal, Message: "internal error", Err: fmt.Errorf("%s: %w", op, err)}
+}
+
+// Unreachable reports whether err (or its causes) says the database cannot be reached right now.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var msgs []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		msgs = append(msgs, e.Error())
+	}
+	all := strings.Join(msgs, " | ")
+	for _, s := range []string{"connection refused", "bad connection", "the database system is", "conn closed", "connection reset",
+		"unexpected EOF", "broken pipe", "failed to connect", "terminating connection", "server closed the connection",
+		"database is closed", "i/o timeout"} {
+		if strings.Contains(all, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // KindOf returns the kind of err, KindInternal for errors of other types.

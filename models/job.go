@@ -603,6 +603,11 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		return
 	}
 	metrics.JobsSubmitted.WithLabelValues("image").Add(float64(countJobs(accepted)))
+	for _, u := range accepted {
+		for _, j := range u.jobs {
+			a.Notify(ctx, "job", j.ID)
+		}
+	}
 }
 
 func countJobs(units []*submitUnit) int {

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -181,11 +180,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		e = models.Internal("handler", err)
 	}
+	if e.Kind == models.KindInternal && models.Unreachable(e.Err) {
+		e = models.Internal("handler", e.Err)
+	}
 	status := statusOf(e.Kind)
 	if status >= 500 {
-		if isDBDown(err) {
-			status, e = http.StatusServiceUnavailable, &models.Error{Kind: models.KindUnavailable, Message: "service temporarily unavailable: the database is not answering; retry shortly", Err: err}
-		}
 		cause := error(e)
 		if e.Err != nil {
 			cause = e.Err
@@ -200,28 +199,6 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		body.Code = e.Kind.String()
 	}
 	writeJSON(w, status, body)
-}
-
-// isDBDown reports whether an internal error's cause is the database being unreachable or restarting,
-// which the client should see as a temporary 503 rather than a 500.
-func isDBDown(err error) bool {
-	var msgs []string
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		msgs = append(msgs, e.Error())
-	}
-	all := strings.Join(msgs, " | ")
-	return errors.Is(err, context.DeadlineExceeded) || containsAny(all, "connection refused", "bad connection", "the database system is",
-		"conn closed", "connection reset", "unexpected EOF", "broken pipe", "failed to connect", "terminating connection",
-		"server closed the connection", "database is closed", "sql: database is closed")
-}
-
-func containsAny(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
-			return true
-		}
-	}
-	return false
 }
 
 // writeJSON encodes v with the status.
