@@ -90,8 +90,8 @@ func DecodeJSON(body []byte, v any) error {
 		}
 		return Invalid("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	if dec.More() {
-		return Invalid("invalid JSON: more than one value in the body")
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return Invalid("invalid JSON: unexpected data after the value at byte %d", dec.InputOffset())
 	}
 	return nil
 }
