@@ -173,7 +173,7 @@ func (s *Service) runImageJob(ctx context.Context, jobID string) error {
 		slog.Error("storing a generated image failed; the queue retries", "job_id", j.ID, "err", err)
 		return fmt.Errorf("jobs: store result: %w", err)
 	}
-	return app.CompleteJob(context.WithoutCancel(ctx), j.ID, s.media.URL(key), used.CostUSD, time.Since(start))
+	return app.CompleteJob(context.WithoutCancel(ctx), j, s.media.URL(key), used.CostUSD, time.Since(start))
 }
 
 // failGeneration ends a job after routing gave up: the message says what happened without naming upstreams.

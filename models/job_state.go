@@ -65,11 +65,41 @@ func finalSteps(raw []byte, ok bool) []byte {
 }
 
 // CompleteJob marks a pending job done with its result and queues its callback, in one transaction.
-// It returns nil without change when the job already ended (another worker finished it).
-func (a *App) CompleteJob(ctx context.Context, jobID, cdnURL string, costUSD float64, elapsed time.Duration) error {
-	return a.completeJob(ctx, jobID, func(tx *gorm.DB, j *Job) (map[string]any, error) {
-		return map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds()}, nil
-	})
+// j is the job as its worker loaded it (its steps and callback URL); the update is conditional on the
+// job still being pending, so a job that already ended (another worker finished it) is left alone.
+func (a *App) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD float64, elapsed time.Duration) error {
+	now := a.Now()
+	up := map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds(), "status": JobDone,
+		"progress": "", "updated_at": now, "finished_at": now, "steps": finalSteps(j.Steps, true)}
+	finish := func(tx *gorm.DB) error {
+		res := tx.Model(&Job{}).Where("id = ? AND status = ?", j.ID, JobPending).Updates(up)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errJobEnded
+		}
+		if j.CallbackURL != "" {
+			return a.Enqueue(tx, Work{Kind: "callback", ID: j.ID})
+		}
+		return nil
+	}
+	var err error
+	if j.CallbackURL == "" {
+		// One conditional statement: no transaction needed.
+		err = finish(a.DB.WithContext(ctx))
+	} else {
+		err = a.Tx(ctx, finish)
+	}
+	if err == errJobEnded {
+		return nil
+	}
+	if err != nil {
+		return asCoreError("job: complete", err)
+	}
+	metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
+	a.Notify(ctx, "job", j.ID)
+	return nil
 }
 
 // completeJob runs extra work (such as creating a template) and marks the job done, all in one transaction.
