@@ -96,7 +96,16 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 		}
 		q.start, q.stop = client.Start, client.Stop
 	default:
-		pool, err := pgxpool.New(ctx, db.URL)
+		pcfg, err := pgxpool.ParseConfig(db.URL)
+		if err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		// pgxpool defaults to max(4, cores) connections: too few for fetching, completing, the leader's
+		// maintenance and LISTEN at a high job rate.
+		if pcfg.MaxConns < 16 {
+			pcfg.MaxConns = 16
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, fmt.Errorf("queue: connect: %w", err)
 		}
