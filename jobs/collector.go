@@ -61,13 +61,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(r.N), r.State)
 		}
 	}
-	var oldest struct{ At *time.Time }
-	if db.Raw("SELECT MIN(scheduled_at) AS at FROM river_job WHERE state = 'available'").Scan(&oldest).Error == nil {
-		age := 0.0
-		if oldest.At != nil {
-			age = time.Since(*oldest.At).Seconds()
-		}
-		ch <- prometheus.MustNewConstMetric(c.queueAge, prometheus.GaugeValue, age)
+	ageSQL := "SELECT COALESCE(EXTRACT(EPOCH FROM now() - MIN(scheduled_at)), 0) AS age FROM river_job WHERE state = 'available'"
+	if c.s.app.DB.Dialect == models.SQLite {
+		ageSQL = "SELECT COALESCE((julianday('now') - julianday(MIN(scheduled_at))) * 86400, 0) AS age FROM river_job WHERE state = 'available'"
+	}
+	var oldest struct{ Age float64 }
+	if err := db.Raw(ageSQL).Scan(&oldest).Error; err == nil {
+		ch <- prometheus.MustNewConstMetric(c.queueAge, prometheus.GaugeValue, max(oldest.Age, 0))
 	}
 	for _, u := range c.s.Engine.List() {
 		ch <- prometheus.MustNewConstMetric(c.score, prometheus.GaugeValue, u.Score, u.Name, string(u.Media))

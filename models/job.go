@@ -473,20 +473,26 @@ func (b *submitBatcher) submit(ctx context.Context, a *App, u *submitUnit) error
 	q.running = true
 	b.mu.Unlock()
 	if lead {
-		b.drain(context.WithoutCancel(ctx), a, key, q)
+		b.drain(context.WithoutCancel(ctx), a, key, q, u.done)
 	}
 	<-u.done
 	return u.err
 }
 
-// drain commits the queue's batches until it is empty.
-func (b *submitBatcher) drain(ctx context.Context, a *App, key string, q *submitQueue) {
+// drain commits the queue's batches until the leader's own unit is done; work queued after that is
+// handed to a new drainer, so that under steady load no caller waits for more than its own batch.
+func (b *submitBatcher) drain(ctx context.Context, a *App, key string, q *submitQueue, own chan struct{}) {
 	for {
 		b.mu.Lock()
 		if len(q.pending) == 0 {
 			q.running = false
 			delete(b.queues, key)
 			b.mu.Unlock()
+			return
+		}
+		if own != nil && isClosed(own) {
+			b.mu.Unlock()
+			go b.drain(ctx, a, key, q, nil)
 			return
 		}
 		n, size := 0, 0
@@ -501,6 +507,15 @@ func (b *submitBatcher) drain(ctx context.Context, a *App, key string, q *submit
 		for _, u := range batch {
 			close(u.done)
 		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -184,7 +184,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	e.call("GET", "/metrics", "", nil).expect(t, 401)
 	r := e.call("GET", "/metrics", e.adminKey, nil).expect(t, 200)
 	for _, want := range []string{`studio_http_requests_total{method="POST",route="/api/generate",status="200"}`,
-		"studio_jobs_submitted_total", "studio_upstream_health_score", "studio_queue_jobs", "studio_credits_total"} {
+		"studio_jobs_submitted_total", "studio_upstream_health_score", "studio_queue_jobs", "studio_queue_oldest_available_seconds", "studio_credits_total"} {
 		if !strings.Contains(string(r.Body), want) {
 			t.Errorf("metrics lack %s", want)
 		}
