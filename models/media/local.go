@@ -13,6 +13,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Local is a Store on the local disk; every access goes through an os.Root so no key can leave its directory.
@@ -20,7 +21,15 @@ type Local struct {
 	dir  string
 	root *os.Root
 	base publicBase
+
+	// folders caches an os.Root per folder that Put writes into, so that storing a file opens it with one
+	// call instead of resolving every path component again (which dominated the cost under load).
+	mu      sync.Mutex
+	folders map[string]*os.Root
 }
+
+// maxCachedFolders bounds the folder handles Put keeps open.
+const maxCachedFolders = 1024
 
 var _ Store = (*Local)(nil)
 
@@ -40,8 +49,38 @@ func NewLocal(dir, publicURL string) (*Local, error) {
 	return &Local{dir: dir, root: root, base: base}, nil
 }
 
-// Close releases the directory handle.
+// folder returns a handle on a folder below the store, creating the folder when missing.
+func (s *Local) folder(dir string) (*os.Root, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.folders[dir]; ok {
+		return r, nil
+	}
+	if err := s.root.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	r, err := s.root.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	if s.folders == nil || len(s.folders) >= maxCachedFolders {
+		for _, old := range s.folders {
+			old.Close()
+		}
+		s.folders = map[string]*os.Root{}
+	}
+	s.folders[dir] = r
+	return r, nil
+}
+
+// Close releases the directory handles.
 func (s *Local) Close() error {
+	s.mu.Lock()
+	for _, r := range s.folders {
+		r.Close()
+	}
+	s.folders = nil
+	s.mu.Unlock()
 	return s.root.Close()
 }
 
@@ -55,14 +94,16 @@ func (s *Local) Put(ctx context.Context, key string, r io.Reader, size int64, co
 	if err := CheckKey(key); err != nil {
 		return err
 	}
-	dir := path.Dir(key)
-	if dir != "." {
-		if err := s.root.MkdirAll(dir, 0o755); err != nil {
+	folder, name := s.root, key
+	if dir := path.Dir(key); dir != "." {
+		f, err := s.folder(dir)
+		if err != nil {
 			return fmt.Errorf("media: put %s: %w", key, err)
 		}
+		folder, name = f, path.Base(key)
 	}
-	tmp := path.Join(dir, ".tmp-"+randomHex(8))
-	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	tmp := ".tmp-" + randomHex(8)
+	f, err := folder.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("media: put %s: %w", key, err)
 	}
@@ -71,10 +112,10 @@ func (s *Local) Put(ctx context.Context, key string, r io.Reader, size int64, co
 		err = cerr
 	}
 	if err == nil {
-		err = s.root.Rename(tmp, key)
+		err = folder.Rename(tmp, name)
 	}
 	if err != nil {
-		_ = s.root.Remove(tmp)
+		_ = folder.Remove(tmp)
 		return fmt.Errorf("media: put %s: %w", key, err)
 	}
 	return nil
