@@ -133,7 +133,9 @@ func (s *Service) runImageJob(ctx context.Context, jobID string) error {
 		return s.runImageToTemplate(ctx, j, p)
 	}
 	if p.SpecMD != "" {
-		prompt, err := s.expandSpec(ctx, j, p)
+		prompt, err := s.expandSpec(ctx, "image", p.SpecMD, p.SpecInput, func(note string) {
+			_ = app.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
+		})
 		if err != nil {
 			return s.failGeneration(ctx, j, err)
 		}
@@ -242,15 +244,14 @@ func (s *Service) fetchImage(ctx context.Context, rawURL string) ([]byte, error)
 	return b, nil
 }
 
-// expandSpec turns a spec-mode template and the caller's sentence into a full prompt through a chat upstream.
-func (s *Service) expandSpec(ctx context.Context, j *models.Job, p models.ImageParams) (string, error) {
+// expandSpec turns a spec-mode template (image or video) and the caller's sentence into a full prompt
+// through a chat upstream; progress receives the routing notes (nil: none).
+func (s *Service) expandSpec(ctx context.Context, media, spec, sentence string, progress func(note string)) (string, error) {
 	var prompt string
-	err := s.Engine.Run(ctx, routing.Request{Media: upstream.MediaChat}, func(note string) {
-		_ = s.app.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
-	}, func(ctx context.Context, u *upstream.Upstream) error {
+	err := s.Engine.Run(ctx, routing.Request{Media: upstream.MediaChat}, progress, func(ctx context.Context, u *upstream.Upstream) error {
 		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: []upstream.Message{
-			{Role: "system", Content: p.SpecMD + "\n\nWrite one complete image prompt that follows this specification for the user's description. Answer with the prompt only."},
-			{Role: "user", Content: p.SpecInput},
+			{Role: "system", Content: spec + "\n\nWrite one complete " + media + " prompt that follows this specification for the user's description. Answer with the prompt only."},
+			{Role: "user", Content: sentence},
 		}})
 		if err == nil {
 			prompt = strings.TrimSpace(res.Content)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -157,7 +156,7 @@ func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
 // startVideo starts the task at an upstream of its tier and records which one took it.
 func (s *Service) startVideo(ctx context.Context, t *models.VideoTask, p *models.VideoParams, deadline time.Time) error {
 	if p.SpecMD != "" {
-		prompt, err := s.expandVideoSpec(ctx, p)
+		prompt, err := s.expandSpec(ctx, "video", p.SpecMD, p.SpecInput, nil)
 		if err != nil {
 			return s.videoRunFailed(ctx, t, deadline, err)
 		}
@@ -317,24 +316,4 @@ func detectVideo(head []byte) (media.Kind, error) {
 func (s *Service) failVideo(ctx context.Context, t *models.VideoTask, reason string) error {
 	_, err := s.app.FailVideoTask(context.WithoutCancel(ctx), t.ID, reason)
 	return err
-}
-
-// expandVideoSpec turns a spec-mode video template and the caller's sentence into a full prompt through
-// a chat upstream.
-func (s *Service) expandVideoSpec(ctx context.Context, p *models.VideoParams) (string, error) {
-	var prompt string
-	err := s.Engine.Run(ctx, routing.Request{Media: upstream.MediaChat}, nil, func(ctx context.Context, u *upstream.Upstream) error {
-		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: []upstream.Message{
-			{Role: "system", Content: p.SpecMD + "\n\nWrite one complete video prompt that follows this specification for the user's description. Answer with the prompt only."},
-			{Role: "user", Content: p.SpecInput},
-		}})
-		if err == nil {
-			prompt = strings.TrimSpace(res.Content)
-		}
-		return err
-	})
-	if err == nil && prompt == "" {
-		err = errors.New("the prompt expansion came back empty")
-	}
-	return prompt, err
 }
