@@ -78,21 +78,7 @@ func (a *App) ResolveIdentity(ctx context.Context, credential string) (*Identity
 	if !ValidKeyFormat(credential) {
 		return nil, errBadCredential
 	}
-	hash := HashKey(credential)
-	cache := a.identities()
-	if e, ok := cache.get(hash); ok {
-		id := e.id
-		return &id, nil
-	}
-	epoch := cache.epochNow()
-	id, err := a.identityFromKey(ctx, hash)
-	if err != nil {
-		return nil, err
-	}
-	if id.Kind != IdentityAdmin {
-		cache.put(epoch, hash, cachedIdentity{id: *id})
-	}
-	return id, nil
+	return a.identityFromKeyHash(ctx, HashKey(credential))
 }
 
 // identityFromKey resolves the hash of a well-formed key from the database.
