@@ -33,6 +33,7 @@ type Identity struct {
 	AccountID string // account identity
 	UserID    string // personal login
 	Agent     string // X-CS-Agent of an assistant sharing a tenant key
+	Binding   string // the tenant's binding (tenant and account identities); cached with the identity, evicted by BindTenant
 }
 
 // Owner returns a stable key naming the identity, for rate limits and ownership.
@@ -100,7 +101,11 @@ func (a *App) identityFromKey(ctx context.Context, hash string) (*Identity, erro
 	}
 	switch key.Kind {
 	case "tenant":
-		return &Identity{Kind: IdentityTenant, TenantID: key.TenantID}, nil
+		binding, err := a.tenantBinding(ctx, key.TenantID)
+		if err != nil {
+			return nil, err
+		}
+		return &Identity{Kind: IdentityTenant, TenantID: key.TenantID, Binding: binding}, nil
 	case "account":
 		var acc Account
 		if err := a.DB.WithContext(ctx).First(&acc, "id = ?", *key.AccountID).Error; err != nil {
@@ -109,9 +114,26 @@ func (a *App) identityFromKey(ctx context.Context, hash string) (*Identity, erro
 		if acc.Disabled {
 			return nil, Unauthenticated("this member account is disabled; ask the tenant administrator to enable it")
 		}
-		return &Identity{Kind: IdentityAccount, TenantID: acc.TenantID, AccountID: acc.ID}, nil
+		binding, err := a.tenantBinding(ctx, acc.TenantID)
+		if err != nil {
+			return nil, err
+		}
+		return &Identity{Kind: IdentityAccount, TenantID: acc.TenantID, AccountID: acc.ID, Binding: binding}, nil
 	}
 	return nil, errBadCredential
+}
+
+// tenantBinding reads the binding of a key's tenant, which travels with the identity.
+func (a *App) tenantBinding(ctx context.Context, tenantID string) (string, error) {
+	var t Tenant
+	err := a.DB.WithContext(ctx).Select("binding").First(&t, "id = ?", tenantID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", errBadCredential
+	}
+	if err != nil {
+		return "", Internal("identity: read tenant", err)
+	}
+	return t.Binding, nil
 }
 
 // identityFromLogin resolves a personal-login JWT. The signature, audience and expiry are checked by

@@ -214,11 +214,7 @@ func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateReques
 		p.Ratio = "1:1"
 	}
 	if id.Kind == IdentityTenant || id.Kind == IdentityAccount {
-		t, err := a.Tenant(ctx, id.TenantID)
-		if err != nil {
-			return nil, err
-		}
-		p.Binding = t.Binding
+		p.Binding = id.Binding
 	}
 	cost, err := contract.ImageCost(p.Resolution)
 	if err != nil {

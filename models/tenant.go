@@ -102,6 +102,8 @@ func (a *App) BindTenant(ctx context.Context, tenantID, model string) error {
 	if res.RowsAffected == 0 {
 		return NotFound("tenant")
 	}
+	// The binding travels with cached identities: evict them on every replica.
+	a.identityChanged(ctx, IdentityTenant, tenantID)
 	return nil
 }
 

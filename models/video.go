@@ -187,11 +187,7 @@ func (a *App) PrepareVideo(ctx context.Context, id *Identity, req VideoRequest) 
 	p.Credits = int64(cost)
 	p.Params.Requested = d
 	if id.Kind == IdentityTenant || id.Kind == IdentityAccount {
-		t, err := a.Tenant(ctx, id.TenantID)
-		if err != nil {
-			return nil, err
-		}
-		p.Params.Binding = t.Binding
+		p.Params.Binding = id.Binding
 	}
 	return p, nil
 }

@@ -472,3 +472,40 @@ func TestReferenceImagesMustBeCommittedUploads(t *testing.T) {
 		t.Fatalf("error = %q", bad.str("error"))
 	}
 }
+
+// A binding set by the administrator applies to the tenant's next submit, although its key was already
+// resolved (and cached); unbinding lifts it the same way, for the tenant key and its member keys.
+func TestTenantBindingAppliesAtOnce(t *testing.T) {
+	srv, fake := fakeUpstreams(t)
+	e := newEnv(t, fake)
+	tid, key := e.tenant("Acme", 20)
+	_, member := e.member(key, map[string]any{})
+	run := func(k string) {
+		t.Helper()
+		r := e.call("POST", "/api/generate", k, map[string]any{"prompt": "x"}).expect(t, 200)
+		if done := e.waitJob(k, r.str("jobId")); done.str("status") != "done" {
+			t.Fatalf("job = %s", done.Body)
+		}
+	}
+	gen3 := func() int { return srv.ChannelCount("img-c", "/v1/images/generations") }
+	run(key)
+	run(member)
+	e.admin(map[string]any{"action": "tenant-bind", "tenant_id": tid, "model": "gen3"}).expect(t, 200)
+	before := gen3()
+	for i := 0; i < 4; i++ {
+		run(key)
+		run(member)
+	}
+	if got := gen3() - before; got != 8 {
+		t.Fatalf("bound to gen3: %d of 8 jobs went to gen3", got)
+	}
+	e.admin(map[string]any{"action": "tenant-bind", "tenant_id": tid, "model": ""}).expect(t, 200)
+	before = gen3()
+	for i := 0; i < 6; i++ {
+		r := e.call("POST", "/api/generate", key, map[string]any{"prompt": "x", "model": "gen2"}).expect(t, 200)
+		e.waitJob(key, r.str("jobId"))
+	}
+	if got := gen3() - before; got != 0 {
+		t.Fatalf("unbound, model gen2: %d jobs still went to gen3", got)
+	}
+}
