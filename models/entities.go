@@ -88,7 +88,7 @@ type Job struct {
 	TenantID    *string        `gorm:"size:36;index:idx_jobs_tenant_created,priority:1"`
 	AccountID   *string        `gorm:"size:36;index"`
 	UserID      *string        `gorm:"size:36;index"`
-	Status      string         `gorm:"size:16;not null;index"` // pending | done | failed
+	Status      string         `gorm:"size:16;not null"` // pending | done | failed (open jobs: idx_jobs_pending, migration 3)
 	Progress    string         `gorm:"size:300;not null;default:''"`
 	Steps       datatypes.JSON `gorm:"type:text"`
 	Params      datatypes.JSON `gorm:"type:text"` // validated request (resolved prompt included: never shown to tenants)
@@ -135,8 +135,8 @@ type VideoTask struct {
 	TenantID       *string        `gorm:"size:36;index"`
 	AccountID      *string        `gorm:"size:36;index"`
 	UserID         *string        `gorm:"size:36;index"`
-	Status         string         `gorm:"size:16;not null;index"` // pending | running | done | failed | cancelled
-	Model          string         `gorm:"size:64;not null"`       // tier code
+	Status         string         `gorm:"size:16;not null"` // pending | running | done | failed | cancelled (open tasks: idx_video_tasks_open, migration 3)
+	Model          string         `gorm:"size:64;not null"` // tier code
 	Resolution     string         `gorm:"size:16;not null"`
 	Duration       int            `gorm:"not null"`
 	Ratio          string         `gorm:"size:16;not null;default:''"`

@@ -20,6 +20,26 @@ type Migration struct {
 var Migrations = []Migration{
 	{1, "initial schema", func(tx *gorm.DB) error { return tx.AutoMigrate(AllEntities()...) }},
 	{2, "console sessions remember the hash of their key", func(tx *gorm.DB) error { return tx.AutoMigrate(&Session{}) }},
+	{3, "open jobs and video tasks are found through partial indexes", openWorkIndexes},
+}
+
+// openWorkIndexes replaces the plain status indexes of jobs and video tasks by partial indexes on the
+// open rows, which are what the deadline sweep and the queue gauges look for. A plain status index let
+// PostgreSQL cache a generic plan for "id = $1 AND status = $2" (the conditional completion of a job)
+// that walked every pending job instead of the primary key, when the table had not been analysed yet:
+// the completion grew linear in the backlog. A partial index cannot serve a status given as a parameter.
+func openWorkIndexes(tx *gorm.DB) error {
+	for _, stmt := range []string{
+		"DROP INDEX IF EXISTS idx_jobs_status",
+		"DROP INDEX IF EXISTS idx_video_tasks_status",
+		"CREATE INDEX IF NOT EXISTS idx_jobs_pending ON jobs (deadline) WHERE status = 'pending'",
+		"CREATE INDEX IF NOT EXISTS idx_video_tasks_open ON video_tasks (created_at) WHERE status IN ('pending', 'running')",
+	} {
+		if err := tx.Exec(stmt).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type schemaMigration struct {

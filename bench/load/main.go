@@ -82,6 +82,7 @@ func main() {
 	flag.DurationVar(&o.timing.videoPoll, "video-poll", time.Second, "in-process: how often studio checks a running video task")
 	flag.DurationVar(&o.drain, "drain", 30*time.Second, "in-process: after the run, how long to wait for unfinished jobs")
 	flag.BoolVar(&o.submitOnly, "submit-only", false, "issue 13 target: only POST /api/generate, at 1000/s for 60 s unless -rate, -duration say otherwise")
+	flag.BoolVar(&keepData, "keep-data", false, keepDataHelp)
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed run (this whole process) to this file")
 	flag.DurationVar(&o.timeline, "timeline", 0, "also print p50/p99 and errors per slice of this length, by due time (0: off; 10s with -submit-only)")
 	flag.Parse()

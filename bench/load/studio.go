@@ -166,10 +166,18 @@ func (l *local) close() {
 		l.fake.Close()
 	}
 	l.dropDB()
-	if l.dir != "" {
+	if l.dir != "" && keepData {
+		fmt.Fprintln(os.Stderr, "data kept in", l.dir)
+	} else if l.dir != "" {
 		os.RemoveAll(l.dir)
 	}
 }
+
+// keepData leaves the media directory in place after the run.
+var keepData bool
+
+const keepDataHelp = "keep the data directory (media, SQLite file) instead of deleting it: on ext4 without a journal, " +
+	"thousands of files deleted slow file creation for the next few minutes, and with it the next run"
 
 // database returns the URL of a fresh database and a function that drops it.
 func database(dbFlag, dir string) (string, func(), error) {

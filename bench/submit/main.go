@@ -40,6 +40,8 @@ func main() {
 	clients := flag.Int("clients", 32, "concurrent clients")
 	latency := flag.Duration("upstream-latency", 5*time.Millisecond, "latency of the fake image upstream")
 	workers := flag.Int("workers", 100, "job workers")
+	keep := flag.Bool("keep-data", false, "keep the data directory (media, SQLite file) instead of deleting it: on ext4 without a journal, "+
+		"thousands of files deleted slow file creation for the next few minutes, and with it the next run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -48,20 +50,26 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	if err := run(*dbFlag, *duration, *clients, *latency, *workers); err != nil {
+	if err := run(*dbFlag, *duration, *clients, *latency, *workers, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(dbFlag string, duration time.Duration, clients int, latency time.Duration, workers int) error {
+func run(dbFlag string, duration time.Duration, clients int, latency time.Duration, workers int, keep bool) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "studio-bench-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if keep {
+			fmt.Fprintln(os.Stderr, "data kept in", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
 	dbURL := "sqlite://" + filepath.Join(dir, "studio.db")
 	if dbFlag != "sqlite" {
 		name := fmt.Sprintf("studio_bench_%d", time.Now().UnixNano())
