@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -98,20 +99,23 @@ func (w *imageWorker) NextRetry(job *river.Job[ImageJobArgs]) time.Time {
 }
 
 func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
-	return w.s.runImageJob(ctx, job.Args.JobID)
-}
-
-// runImageJob generates the image of a pending job. Failures of the generation end the job (failed,
-// refunded); failures of the service's own storage are returned so that the queue retries.
-func (s *Service) runImageJob(ctx context.Context, jobID string) error {
-	app := s.app
-	j, err := app.Job(ctx, jobID)
+	if job.Attempt == 1 && job.Args.Job != nil && job.Args.Job.ID == job.Args.JobID {
+		return w.s.runImageJob(ctx, job.Args.Job)
+	}
+	j, err := w.s.app.Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
 			return nil
 		}
 		return err
 	}
+	return w.s.runImageJob(ctx, j)
+}
+
+// runImageJob generates the image of a pending job. Failures of the generation end the job (failed,
+// refunded); failures of the service's own storage are returned so that the queue retries.
+func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
+	app := s.app
 	if j.Status != models.JobPending {
 		return nil
 	}
@@ -171,11 +175,22 @@ func (s *Service) runImageJob(ctx context.Context, jobID string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.media.Put(ctx, key, strings.NewReader(string(img.Data)), int64(len(img.Data)), img.MIME); err != nil {
+	if err := s.storeResult(ctx, key, img); err != nil {
 		slog.Error("storing a generated image failed; the queue retries", "job_id", j.ID, "err", err)
 		return fmt.Errorf("jobs: store result: %w", err)
 	}
 	return app.CompleteJob(context.WithoutCancel(ctx), j, s.media.URL(key), used.CostUSD, time.Since(start))
+}
+
+// storeResult writes a generated image to the media store, at most storeConcurrency at once.
+func (s *Service) storeResult(ctx context.Context, key string, img *upstream.Image) error {
+	select {
+	case s.stores <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.stores }()
+	return s.media.Put(ctx, key, bytes.NewReader(img.Data), int64(len(img.Data)), img.MIME)
 }
 
 // failGeneration ends a job after routing gave up: the message says what happened without naming upstreams.

@@ -50,7 +50,14 @@ type Service struct {
 	callbacks *http.Client // safe client for callbacks: no redirects followed
 	opts      Options
 	started   bool
+	stores    chan struct{} // bounds the generated results being written to the media store at once
 }
+
+// storeConcurrency is how many workers write a generated result to the media store at once. The
+// results are in memory; writing one is a few file-system calls and a sync, so a handful at a time keeps
+// the disk busy, while a hundred at once (workers whose upstream answered together) only pile up threads
+// in the kernel and delay the requests being served meanwhile.
+const storeConcurrency = 8
 
 // Kinds of queued work.
 const (
@@ -60,9 +67,12 @@ const (
 	kindSweep    = "job_sweep"
 )
 
-// ImageJobArgs queues one image job.
+// ImageJobArgs queues one image job. Job is the row as submitted: the first run starts from it instead
+// of reading the row again (it was pending then, and nothing else changes a pending job's parameters);
+// a retried or rescued run reads the row, which may have ended meanwhile.
 type ImageJobArgs struct {
-	JobID string `json:"job_id"`
+	JobID string      `json:"job_id"`
+	Job   *models.Job `json:"job,omitempty"`
 }
 
 // Kind names the work.
@@ -114,7 +124,7 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 	if opts.CallbackTimeout <= 0 {
 		opts.CallbackTimeout = 10 * time.Second
 	}
-	s := &Service{app: app, media: opts.Media, opts: opts,
+	s := &Service{app: app, media: opts.Media, opts: opts, stores: make(chan struct{}, storeConcurrency),
 		client:    media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(30*time.Second)),
 		callbacks: media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(opts.CallbackTimeout))}
 	// A callback is delivered to the URL the caller gave: a redirect is an answer that is not 2xx (retried),
@@ -165,7 +175,7 @@ func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
 		var args river.JobArgs
 		switch w.Kind {
 		case models.JobKindImage, models.JobKindImageToTemplate:
-			args = ImageJobArgs{JobID: w.ID}
+			args = ImageJobArgs{JobID: w.ID, Job: w.Job}
 		case "callback":
 			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
 			args = CallbackArgs{JobID: w.ID}

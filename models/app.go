@@ -27,7 +27,8 @@ type App struct {
 	// replica; the core calls it after the change commits, never inside a transaction. It must not block:
 	// jobs.NewBroker installs its Publish, which delivers in this process and sends pg_notify on PostgreSQL.
 	Notify  func(ctx context.Context, topic, id string)
-	submits *submitBatcher
+	submits *groupCommit[*submitUnit]
+	finals  *groupCommit[*completion]
 	// ValidateBinding checks a tenant binding names a known family or channel; set by jobs.
 	ValidateBinding func(model string) error
 }
@@ -37,11 +38,13 @@ type Work struct {
 	Kind  string // "image_job", "image_to_template", "callback", "video_task"
 	ID    string
 	Delay time.Duration
+	Job   *Job // image jobs: the row as submitted, so that the first run need not read it again
 }
 
 // NewApp loads (or creates once) the service secret and returns the core over an open, migrated database.
 func NewApp(ctx context.Context, db *DB, cfg Config) (*App, error) {
-	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }, submits: newSubmitBatcher()}
+	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }}
+	a.submits, a.finals = newSubmitBatcher(a), newCompleter(a)
 	secret := cfg.Secret
 	if secret == "" {
 		var err error

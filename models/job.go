@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"studio/models/metrics"
-	"sync"
 	"time"
 
 	"gorm.io/datatypes"
@@ -415,8 +414,9 @@ func (a *App) CreateImageJobs(ctx context.Context, id *Identity, items []*Prepar
 		}
 		jobs[i] = j
 	}
-	if err := a.submits.submit(ctx, a, &submitUnit{id: id, jobs: jobs}); err != nil {
-		return nil, err
+	u := &submitUnit{id: id, jobs: jobs}
+	if a.submits.do(ctx, id.Owner(), u); u.err != nil {
+		return nil, u.err
 	}
 	return jobs, nil
 }
@@ -426,7 +426,6 @@ type submitUnit struct {
 	id   *Identity
 	jobs []*Job
 	err  error
-	done chan struct{}
 }
 
 // credits is what the unit costs.
@@ -438,81 +437,12 @@ func (u *submitUnit) credits() int64 {
 	return n
 }
 
-// submitBatcher groups concurrent submits of one identity into one transaction: the first caller
-// commits everything queued behind it, then hands over to the next waiting batch.
-type submitBatcher struct {
-	mu     sync.Mutex
-	queues map[string]*submitQueue
-}
-
-type submitQueue struct {
-	pending []*submitUnit
-	running bool
-}
-
 // maxSubmitBatch bounds the jobs committed in one transaction.
 const maxSubmitBatch = 256
 
-func newSubmitBatcher() *submitBatcher { return &submitBatcher{queues: map[string]*submitQueue{}} }
-
-func (b *submitBatcher) submit(ctx context.Context, a *App, u *submitUnit) error {
-	u.done = make(chan struct{})
-	key := u.id.Owner()
-	b.mu.Lock()
-	q := b.queues[key]
-	if q == nil {
-		q = &submitQueue{}
-		b.queues[key] = q
-	}
-	q.pending = append(q.pending, u)
-	lead := !q.running
-	q.running = true
-	b.mu.Unlock()
-	if lead {
-		b.drain(context.WithoutCancel(ctx), a, key, q, u.done)
-	}
-	<-u.done
-	return u.err
-}
-
-// drain commits the queue's batches until the leader's own unit is done; work queued after that is
-// handed to a new drainer, so that under steady load no caller waits for more than its own batch.
-func (b *submitBatcher) drain(ctx context.Context, a *App, key string, q *submitQueue, own chan struct{}) {
-	for {
-		b.mu.Lock()
-		if len(q.pending) == 0 {
-			q.running = false
-			delete(b.queues, key)
-			b.mu.Unlock()
-			return
-		}
-		if own != nil && isClosed(own) {
-			b.mu.Unlock()
-			go b.drain(ctx, a, key, q, nil)
-			return
-		}
-		n, size := 0, 0
-		for n < len(q.pending) && (n == 0 || size+len(q.pending[n].jobs) <= maxSubmitBatch) {
-			size += len(q.pending[n].jobs)
-			n++
-		}
-		batch := q.pending[:n:n]
-		q.pending = q.pending[n:]
-		b.mu.Unlock()
-		a.commitSubmits(ctx, batch)
-		for _, u := range batch {
-			close(u.done)
-		}
-	}
-}
-
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
+// newSubmitBatcher groups concurrent submits of one identity into one transaction (commitSubmits).
+func newSubmitBatcher(a *App) *groupCommit[*submitUnit] {
+	return &groupCommit[*submitUnit]{max: maxSubmitBatch, size: func(u *submitUnit) int { return len(u.jobs) }, commit: a.commitSubmits}
 }
 
 // commitSubmits runs one transaction for a batch of one identity's submits: each unit is rate-limited
@@ -583,7 +513,7 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		for _, u := range accepted {
 			for _, j := range u.jobs {
 				all = append(all, j)
-				work = append(work, Work{Kind: j.Kind, ID: j.ID})
+				work = append(work, Work{Kind: j.Kind, ID: j.ID, Job: j})
 				service := ServiceImage
 				if j.Kind == JobKindImageToTemplate {
 					service = ServiceImageToTemplate
