@@ -11,8 +11,8 @@ import (
 // done, then hands the rest to a new leader, so that under steady load no caller waits for more than
 // its own batch. Each item carries its own outcome, set by commit.
 type groupCommit[T any] struct {
-	max    int           // bound of one batch, in size units
-	size   func(T) int   // size of one item (1 when nil)
+	max    int         // bound of one batch, in size units
+	size   func(T) int // size of one item (1 when nil)
 	commit func(context.Context, []T)
 
 	mu     sync.Mutex
