@@ -14,7 +14,6 @@ import (
 
 	"gorm.io/datatypes"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"studio/models/contract"
 )
@@ -339,26 +338,23 @@ func (a *App) rateWindow(id *Identity, kind string) (string, time.Time) {
 	return kind + ":" + id.Owner(), a.Now().Truncate(time.Hour)
 }
 
-// rateUsedTx returns how many calls of a kind the identity made in the current hour, locking the counter
-// row on PostgreSQL so that concurrent transactions of other replicas wait for this one.
-func (a *App) rateUsedTx(tx *gorm.DB, id *Identity, kind string) (int, error) {
+// rateCountTx counts n more calls of a kind for the identity in the current hour and returns the count
+// before them, in one statement; the counter row stays locked until the transaction ends, so that
+// concurrent transactions (of other replicas too) wait for this one. A caller that refuses some of the
+// calls takes them back with rateAddTx.
+func (a *App) rateCountTx(tx *gorm.DB, id *Identity, kind string, n int) (int, error) {
 	key, window := a.rateWindow(id, kind)
-	if err := tx.Exec(`INSERT INTO rate_counters (key, window_start, count) VALUES (?, ?, 0) ON CONFLICT (key, window_start) DO NOTHING`,
-		key, window).Error; err != nil {
+	var after int
+	err := tx.Raw(`INSERT INTO rate_counters (key, window_start, count) VALUES (?, ?, ?) `+
+		`ON CONFLICT (key, window_start) DO UPDATE SET count = rate_counters.count + excluded.count RETURNING count`,
+		key, window, n).Scan(&after).Error
+	if err != nil {
 		return 0, Internal("rate limit", err)
 	}
-	q := tx.Model(&RateCounter{}).Where("key = ? AND window_start = ?", key, window)
-	if a.DB.Dialect == Postgres {
-		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
-	}
-	var rc RateCounter
-	if err := q.Take(&rc).Error; err != nil {
-		return 0, Internal("rate limit", err)
-	}
-	return rc.Count, nil
+	return after - n, nil
 }
 
-// rateAddTx counts n more calls in the current hour.
+// rateAddTx adds n (possibly negative) to the calls counted in the current hour.
 func (a *App) rateAddTx(tx *gorm.DB, id *Identity, kind string, n int) error {
 	key, window := a.rateWindow(id, kind)
 	if err := tx.Model(&RateCounter{}).Where("key = ? AND window_start = ?", key, window).
@@ -368,18 +364,21 @@ func (a *App) rateAddTx(tx *gorm.DB, id *Identity, kind string, n int) error {
 	return nil
 }
 
-// rateLimitTx counts n calls of a kind for the identity in the current hour; over the limit it is
-// KindRateLimited with the seconds until the window ends. It runs in the caller's transaction.
+// rateLimitTx counts n calls of a kind for the identity in the current hour; over the limit it counts
+// nothing and is KindRateLimited with the seconds until the window ends. It runs in the caller's transaction.
 func (a *App) rateLimitTx(tx *gorm.DB, id *Identity, kind string, n, limit int) error {
-	used, err := a.rateUsedTx(tx, id, kind)
+	used, err := a.rateCountTx(tx, id, kind, n)
 	if err != nil {
 		return err
 	}
 	if used+n > limit {
+		if err := a.rateAddTx(tx, id, kind, -n); err != nil {
+			return err
+		}
 		_, window := a.rateWindow(id, kind)
 		return a.rateLimited(kind, limit, window.Add(time.Hour).Sub(a.Now()))
 	}
-	return a.rateAddTx(tx, id, kind, n)
+	return nil
 }
 
 func (a *App) rateLimited(kind string, limit int, retry time.Duration) error {
@@ -456,9 +455,17 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		for _, u := range batch {
 			u.err = nil
 		}
-		used, err := a.rateUsedTx(tx, id, "generate")
+		// Count every job of the batch at once (one statement); what is refused is taken back below.
+		counted := countJobs(batch)
+		used, err := a.rateCountTx(tx, id, "generate", counted)
 		if err != nil {
 			return err
+		}
+		uncount := func(n int) error {
+			if n == counted {
+				return nil
+			}
+			return a.rateAddTx(tx, id, "generate", n-counted)
 		}
 		limit := a.Config.GenerateRate
 		var total int64
@@ -473,7 +480,7 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 			total += u.credits()
 		}
 		if len(charged) == 0 {
-			return nil
+			return uncount(0)
 		}
 		// One charge for the whole batch when the balance allows it; otherwise unit by unit in order.
 		var c Charge
@@ -500,11 +507,7 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		} else {
 			return err
 		}
-		if len(accepted) == 0 {
-			return nil
-		}
-		n := countJobs(accepted)
-		if err := a.rateAddTx(tx, id, "generate", n); err != nil {
+		if err := uncount(countJobs(accepted)); err != nil || len(accepted) == 0 {
 			return err
 		}
 		var all []*Job

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // The ledger: every movement of credits is one database transaction that updates the balances it
@@ -118,6 +119,13 @@ func (a *App) ChargeTx(tx *gorm.DB, id *Identity, amount int64, ref, note string
 	default:
 		return Charge{}, Forbidden("this identity has no credits to spend")
 	}
+	if id.Kind == IdentityTenant {
+		// The common case in one statement: a metered tenant whose pool allows the charge. Anything
+		// else (unmetered, short of credits, over quota) reads the tenant and takes the full path.
+		if c, ok, err := l.tryPool(id.TenantID, "", amount, ref, note, true); err != nil || ok {
+			return c, err
+		}
+	}
 	t, err := findTenant(tx, id.TenantID)
 	if err != nil {
 		return Charge{}, err
@@ -155,10 +163,16 @@ func (l *ledger) chargeUser(userID string, amount int64, ref, note string) (Char
 }
 
 // spendTenant counts amount against the tenant's monthly quota and, when column is not empty, takes it
-// from that column (spendable or reserved); it reports false when a condition refused it.
-func (l *ledger) spendTenant(tenantID, column string, amount int64) (bool, error) {
-	q := l.tx.Model(&Tenant{}).Where("id = ?", tenantID).
+// from that column (spendable or reserved); it reports false when a condition refused it, and otherwise
+// the tenant as the update left it (one statement: UPDATE ... RETURNING). meteredOnly refuses an
+// unmetered tenant, for callers that have not read the tenant first.
+func (l *ledger) spendTenant(tenantID, column string, amount int64, meteredOnly bool) (bool, *Tenant, error) {
+	var t Tenant
+	q := l.tx.Model(&t).Clauses(clause.Returning{}).Where("id = ?", tenantID).
 		Where("(quota_monthly IS NULL OR (CASE WHEN used_month_key = ? THEN used_month ELSE 0 END) + ? <= quota_monthly)", l.month, amount)
+	if meteredOnly {
+		q = q.Where("unmetered = ?", false)
+	}
 	set := map[string]any{
 		"used_month":     gorm.Expr("CASE WHEN used_month_key = ? THEN used_month + ? ELSE ? END", l.month, amount, amount),
 		"used_month_key": l.month,
@@ -168,7 +182,10 @@ func (l *ledger) spendTenant(tenantID, column string, amount int64) (bool, error
 		set[column] = gorm.Expr(column+" - ?", amount)
 	}
 	res := q.Updates(set)
-	return res.RowsAffected == 1, res.Error
+	if res.Error != nil || res.RowsAffected != 1 || t.ID != tenantID {
+		return false, nil, res.Error
+	}
+	return true, &t, nil
 }
 
 // quotaRefusal returns the refusal when amount more would exceed the tenant's monthly quota, else nil.
@@ -193,17 +210,13 @@ const chargeRetries = 3
 
 func (l *ledger) chargePool(tenantID, accountID string, amount int64, ref, note string) (Charge, error) {
 	for attempt := 1; ; attempt++ {
-		ok, err := l.spendTenant(tenantID, "spendable", amount)
-		if err != nil {
-			return Charge{}, Internal("ledger: charge tenant", err)
+		c, ok, err := l.tryPool(tenantID, accountID, amount, ref, note, false)
+		if err != nil || ok {
+			return c, err
 		}
 		t, err := findTenant(l.tx, tenantID)
 		if err != nil {
 			return Charge{}, err
-		}
-		if ok {
-			return Charge{amount, BalanceTenantSpendable},
-				l.write(LedgerCharge, BalanceTenantSpendable, t.ID, accountID, "", -amount, t.Spendable, ref, note)
 		}
 		if t.Spendable < amount {
 			return Charge{}, insufficient(amount, t.Spendable)
@@ -217,17 +230,31 @@ func (l *ledger) chargePool(tenantID, accountID string, amount int64, ref, note 
 	}
 }
 
+// tryPool takes amount from the tenant's spendable credits when every condition allows it, and writes
+// the ledger row; ok is false (and nothing changed) otherwise.
+func (l *ledger) tryPool(tenantID, accountID string, amount int64, ref, note string, meteredOnly bool) (Charge, bool, error) {
+	ok, t, err := l.spendTenant(tenantID, "spendable", amount, meteredOnly)
+	if err != nil {
+		return Charge{}, false, Internal("ledger: charge tenant", err)
+	}
+	if !ok {
+		return Charge{}, false, nil
+	}
+	return Charge{amount, BalanceTenantSpendable}, true,
+		l.write(LedgerCharge, BalanceTenantSpendable, t.ID, accountID, "", -amount, t.Spendable, ref, note)
+}
+
 func (l *ledger) chargeUnmetered(tenantID, accountID string, amount int64, ref, note string) (Charge, error) {
-	ok, err := l.spendTenant(tenantID, "", amount)
+	ok, t, err := l.spendTenant(tenantID, "", amount, false)
 	if err != nil {
 		return Charge{}, Internal("ledger: charge unmetered", err)
 	}
-	t, err := findTenant(l.tx, tenantID)
-	if err != nil {
-		return Charge{}, err
-	}
 	if !ok {
-		if err := l.quotaRefusal(t, amount); err != nil {
+		cur, err := findTenant(l.tx, tenantID)
+		if err != nil {
+			return Charge{}, err
+		}
+		if err := l.quotaRefusal(cur, amount); err != nil {
 			return Charge{}, err
 		}
 		return Charge{}, Conflict("credits changed concurrently; retry the request")
@@ -256,7 +283,7 @@ func (l *ledger) chargeDedicated(t *Tenant, accountID string, amount int64, ref,
 		}
 		return Charge{}, insufficient(amount, acc.Credits)
 	}
-	ok, err := l.spendTenant(t.ID, "reserved", amount)
+	ok, cur, err := l.spendTenant(t.ID, "reserved", amount, false)
 	if err != nil {
 		return Charge{}, Internal("ledger: charge tenant reserved", err)
 	}
@@ -273,10 +300,6 @@ func (l *ledger) chargeDedicated(t *Tenant, accountID string, amount int64, ref,
 			return Charge{}, err
 		}
 		return Charge{}, Internal("ledger: reserved below a member's credits", fmt.Errorf("tenant %s", t.ID))
-	}
-	cur, err := findTenant(l.tx, t.ID)
-	if err != nil {
-		return Charge{}, err
 	}
 	if err := l.write(LedgerCharge, BalanceAccount, t.ID, acc.ID, "", -amount, acc.Credits, ref, note); err != nil {
 		return Charge{}, err

@@ -581,3 +581,63 @@ func parallel(n int, fn func(i int)) {
 	close(start)
 	wg.Wait()
 }
+
+// Every charge's ledger row carries the balance the charge left, whichever way it went: the pool of a
+// metered tenant, an unmetered tenant (nothing deducted), a shared member, a dedicated member.
+func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
+	app := newApp(t)
+	ctx := context.Background()
+	metered := newTenant(t, app, models.TenantInput{Credits: ptr(int64(10))})
+	unmetered := newTenant(t, app, models.TenantInput{Name: "Free", Credits: ptr(int64(4)), Unmetered: true})
+	shared := newMember(t, app, metered, models.AccountInput{Shared: ptr(true)})
+	charge := func(id *models.Identity, amount int64) models.Charge {
+		t.Helper()
+		var c models.Charge
+		err := app.Tx(ctx, func(tx *gorm.DB) error {
+			var err error
+			c, err = app.ChargeTx(tx, id, amount, models.NewID(), "test")
+			return err
+		})
+		if err != nil {
+			t.Fatalf("charge %d: %v", amount, err)
+		}
+		return c
+	}
+	last := func(tenantID string) models.LedgerEntry {
+		t.Helper()
+		var e models.LedgerEntry
+		if err := app.DB.Where("tenant_id = ? AND kind = ?", tenantID, models.LedgerCharge).Order("id DESC").First(&e).Error; err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if c := charge(metered, 3); c.ChargedTo != models.BalanceTenantSpendable {
+		t.Fatalf("charged to %s", c.ChargedTo)
+	}
+	if e := last(metered.TenantID); e.Delta != -3 || e.After != 7 {
+		t.Fatalf("pool charge row: delta %d after %d, want -3 after 7", e.Delta, e.After)
+	}
+	charge(shared, 2)
+	if e := last(metered.TenantID); e.Delta != -2 || e.After != 5 || e.AccountID == nil || *e.AccountID != shared.AccountID {
+		t.Fatalf("shared member row: delta %d after %d account %v", e.Delta, e.After, e.AccountID)
+	}
+	if c := charge(unmetered, 50); c.ChargedTo != models.ChargedUnmetered {
+		t.Fatalf("unmetered charged to %s", c.ChargedTo)
+	}
+	if e := last(unmetered.TenantID); e.Delta != 0 || e.After != 4 {
+		t.Fatalf("unmetered row: delta %d after %d, want 0 after 4", e.Delta, e.After)
+	}
+	if ten, _ := app.Tenant(ctx, unmetered.TenantID); ten.Spendable != 4 {
+		t.Fatalf("unmetered spendable = %d, want 4", ten.Spendable)
+	}
+	err := app.Tx(ctx, func(tx *gorm.DB) error {
+		_, err := app.ChargeTx(tx, metered, 6, models.NewID(), "test")
+		return err
+	})
+	if models.KindOf(err) != models.KindInsufficientCredits || err.Error() != "insufficient credits: need 6, have 5, missing 1" {
+		t.Fatalf("over the balance: %v", err)
+	}
+	if bad, err := app.AuditLedger(ctx); err != nil || len(bad) > 0 {
+		t.Fatalf("audit: %v %v", bad, err)
+	}
+}
