@@ -28,7 +28,6 @@ type App struct {
 	// jobs.NewBroker installs its Publish, which delivers in this process and sends pg_notify on PostgreSQL.
 	Notify  func(ctx context.Context, topic, id string)
 	submits *groupCommit[*submitUnit]
-	finals  *groupCommit[*completion]
 	// ValidateBinding checks a tenant binding names a known family or channel; set by jobs.
 	ValidateBinding func(model string) error
 }
@@ -44,7 +43,7 @@ type Work struct {
 // NewApp loads (or creates once) the service secret and returns the core over an open, migrated database.
 func NewApp(ctx context.Context, db *DB, cfg Config) (*App, error) {
 	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }}
-	a.submits, a.finals = newSubmitBatcher(a), newCompleter(a)
+	a.submits = newSubmitBatcher(a)
 	secret := cfg.Secret
 	if secret == "" {
 		var err error

@@ -14,7 +14,7 @@ import (
 
 // SetJobProgress records the progress note of a pending job (for example a switch to a backup channel).
 func (a *App) SetJobProgress(ctx context.Context, jobID, note string) error {
-	res := a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).
+	res := a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND "+jobIsOpen, jobID).
 		Updates(map[string]any{"progress": note, "updated_at": a.Now()})
 	if res.Error != nil {
 		return Internal("job: progress", res.Error)
@@ -34,7 +34,7 @@ func (a *App) SetJobStep(ctx context.Context, jobID string, current int) error {
 		names = imageToTemplateStepNames
 	}
 	steps, _ := json.Marshal(stepsAt(names, current))
-	res := a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).
+	res := a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND "+jobIsOpen, jobID).
 		Updates(map[string]any{"steps": steps, "updated_at": a.Now()})
 	if res.Error != nil {
 		return Internal("job: step", res.Error)
@@ -67,43 +67,12 @@ func finalSteps(raw []byte, ok bool) []byte {
 // CompleteJob marks a pending job done with its result and queues its callback, in one transaction.
 // j is the job as its worker loaded it (its steps and callback URL); the update is conditional on the
 // job still being pending, so a job that already ended (another worker finished it) is left alone.
-// Plain jobs (no callback, no steps) finishing at the same time are written together, in one
-// statement (see completer); the call returns once its job's outcome is committed.
 func (a *App) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD float64, elapsed time.Duration) error {
-	c := &completion{id: j.ID, cdnURL: cdnURL, costUSD: costUSD, elapsed: elapsed}
-	if j.CallbackURL == "" && len(j.Steps) == 0 {
-		a.finals.do(ctx, "", c)
-	} else {
-		c.applied, c.err = a.completeOne(ctx, j, c)
-	}
-	if c.err != nil {
-		return asCoreError("job: complete", c.err)
-	}
-	if c.applied {
-		metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
-		a.Notify(ctx, "job", j.ID)
-	}
-	return nil
-}
-
-// completion is one finished job waiting to be written, and the outcome of the write.
-type completion struct {
-	id      string
-	cdnURL  string
-	costUSD float64
-	elapsed time.Duration
-
-	applied bool // the job was pending and is done now
-	err     error
-}
-
-// completeOne marks one job done, with its final steps and its callback queued in the same transaction.
-func (a *App) completeOne(ctx context.Context, j *Job, c *completion) (bool, error) {
 	now := a.Now()
-	up := map[string]any{"cdn_url": c.cdnURL, "cost_usd": c.costUSD, "elapsed_ms": c.elapsed.Milliseconds(), "status": JobDone,
+	up := map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds(), "status": JobDone,
 		"progress": "", "updated_at": now, "finished_at": now, "steps": finalSteps(j.Steps, true)}
-	err := a.Tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&Job{}).Where("id = ? AND status = ?", j.ID, JobPending).Updates(up)
+	finish := func(tx *gorm.DB) error {
+		res := tx.Model(&Job{}).Where("id = ? AND "+jobIsOpen, j.ID).Updates(up)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -114,58 +83,30 @@ func (a *App) completeOne(ctx context.Context, j *Job, c *completion) (bool, err
 			return a.Enqueue(tx, Work{Kind: "callback", ID: j.ID})
 		}
 		return nil
-	})
-	if err == errJobEnded {
-		return false, nil
 	}
-	return err == nil, err
+	var err error
+	if j.CallbackURL == "" {
+		// One conditional statement: no transaction needed.
+		err = finish(a.DB.WithContext(ctx))
+	} else {
+		err = a.Tx(ctx, finish)
+	}
+	if err == errJobEnded {
+		return nil
+	}
+	if err != nil {
+		return asCoreError("job: complete", err)
+	}
+	metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
+	a.Notify(ctx, "job", j.ID)
+	return nil
 }
 
-// maxCompletionBatch bounds the jobs of one completing statement (4 parameters each).
-const maxCompletionBatch = 200
-
-// newCompleter groups the completions of plain jobs: one UPDATE ... FROM (VALUES ...) for all of them,
-// conditional on each job still being pending, which reports the jobs it changed. Both PostgreSQL and
-// SQLite name the columns of a VALUES list column1, column2, ...
-func newCompleter(a *App) *groupCommit[*completion] {
-	return &groupCommit[*completion]{max: maxCompletionBatch, commit: func(ctx context.Context, batch []*completion) {
-		now := a.Now()
-		var sb strings.Builder
-		args := make([]any, 0, 4*len(batch)+4)
-		args = append(args, JobDone, now, now)
-		sb.WriteString("UPDATE jobs SET status = ?, progress = '', updated_at = ?, finished_at = ?, cdn_url = v.column2, " +
-			"cost_usd = v.column3, elapsed_ms = v.column4 FROM (VALUES ")
-		for i, c := range batch {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			sb.WriteString("(?, ?, CAST(? AS NUMERIC), CAST(? AS BIGINT))")
-			args = append(args, c.id, c.cdnURL, c.costUSD, c.elapsed.Milliseconds())
-		}
-		sb.WriteString(") AS v WHERE jobs.id = v.column1 AND jobs.status = ? RETURNING id")
-		args = append(args, JobPending)
-		changed := map[string]bool{}
-		rows, err := a.DB.WithContext(ctx).Raw(sb.String(), args...).Rows()
-		if err == nil {
-			for rows.Next() {
-				var id string
-				if err = rows.Scan(&id); err != nil {
-					break
-				}
-				changed[id] = true
-			}
-			if cerr := rows.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil {
-				err = rows.Err()
-			}
-		}
-		for _, c := range batch {
-			c.applied, c.err = err == nil && changed[c.id], err
-		}
-	}}
-}
+// jobIsOpen is the condition of a job that has not ended, for the conditional updates of one job by id.
+// It is written as "not ended" on purpose: status = 'pending' matches the partial index idx_jobs_pending,
+// and with no statistics yet (a new table, or autovacuum off) PostgreSQL may plan "id = x AND status =
+// 'pending'" as a walk of every pending job instead of one probe of the primary key.
+const jobIsOpen = "status NOT IN ('done', 'failed')"
 
 // completeJob runs extra work (such as creating a template) and marks the job done, all in one transaction.
 func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm.DB, j *Job) (map[string]any, error)) error {
@@ -187,7 +128,7 @@ func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm
 		if _, ok := up["elapsed_ms"]; !ok {
 			up["elapsed_ms"] = now.Sub(j.CreatedAt).Milliseconds()
 		}
-		res := tx.Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).Updates(up)
+		res := tx.Model(&Job{}).Where("id = ? AND "+jobIsOpen, jobID).Updates(up)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -236,7 +177,7 @@ func (a *App) failJobTx(tx *gorm.DB, jobID, reason string) error {
 		return errJobEnded
 	}
 	now := a.Now()
-	res := tx.Model(&Job{}).Where("id = ? AND status = ?", jobID, JobPending).Updates(map[string]any{
+	res := tx.Model(&Job{}).Where("id = ? AND "+jobIsOpen, jobID).Updates(map[string]any{
 		"status": JobFailed, "error": reason, "progress": "", "updated_at": now, "finished_at": now,
 		"elapsed_ms": now.Sub(j.CreatedAt).Milliseconds(), "steps": finalSteps(j.Steps, false)})
 	if res.Error != nil {

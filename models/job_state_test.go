@@ -12,8 +12,8 @@ import (
 	"studio/models"
 )
 
-// Completions of many jobs at once are written together (one statement per batch): every job gets its
-// own result, a job that already ended is left as it was, and each caller learns only of its own job.
+// Completions of many jobs at once: every job gets its own result, and a job that already ended is left
+// as it was.
 func TestConcurrentCompletionsKeepEachJobsResult(t *testing.T) {
 	app := newApp(t)
 	app.Enqueue = func(*gorm.DB, ...models.Work) error { return nil }
