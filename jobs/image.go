@@ -99,9 +99,6 @@ func (w *imageWorker) NextRetry(job *river.Job[ImageJobArgs]) time.Time {
 }
 
 func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
-	if job.Attempt == 1 && job.Args.Job != nil && job.Args.Job.ID == job.Args.JobID {
-		return w.s.runImageJob(ctx, job.Args.Job)
-	}
 	j, err := w.s.app.Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {

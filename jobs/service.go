@@ -67,12 +67,10 @@ const (
 	kindSweep    = "job_sweep"
 )
 
-// ImageJobArgs queues one image job. Job is the row as submitted: the first run starts from it instead
-// of reading the row again (it was pending then, and nothing else changes a pending job's parameters);
-// a retried or rescued run reads the row, which may have ended meanwhile.
+// ImageJobArgs queues one image job. It holds the id alone: River indexes its arguments (GIN), and a
+// copy of the job there cost PostgreSQL more than reading the row when the job runs.
 type ImageJobArgs struct {
-	JobID string      `json:"job_id"`
-	Job   *models.Job `json:"job,omitempty"`
+	JobID string `json:"job_id"`
 }
 
 // Kind names the work.
@@ -175,7 +173,7 @@ func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
 		var args river.JobArgs
 		switch w.Kind {
 		case models.JobKindImage, models.JobKindImageToTemplate:
-			args = ImageJobArgs{JobID: w.ID, Job: w.Job}
+			args = ImageJobArgs{JobID: w.ID}
 		case "callback":
 			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
 			args = CallbackArgs{JobID: w.ID}

@@ -37,7 +37,6 @@ type Work struct {
 	Kind  string // "image_job", "image_to_template", "callback", "video_task"
 	ID    string
 	Delay time.Duration
-	Job   *Job // image jobs: the row as submitted, so that the first run need not read it again
 }
 
 // NewApp loads (or creates once) the service secret and returns the core over an open, migrated database.

@@ -516,7 +516,7 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		for _, u := range accepted {
 			for _, j := range u.jobs {
 				all = append(all, j)
-				work = append(work, Work{Kind: j.Kind, ID: j.ID, Job: j})
+				work = append(work, Work{Kind: j.Kind, ID: j.ID})
 				service := ServiceImage
 				if j.Kind == JobKindImageToTemplate {
 					service = ServiceImageToTemplate
