@@ -182,8 +182,12 @@ func (l *ledger) spendTenant(tenantID, column string, amount int64, meteredOnly 
 		set[column] = gorm.Expr(column+" - ?", amount)
 	}
 	res := q.Updates(set)
-	if res.Error != nil || res.RowsAffected != 1 || t.ID != tenantID {
+	if res.Error != nil || res.RowsAffected != 1 {
 		return false, nil, res.Error
+	}
+	if t.ID != tenantID { // a driver that returned no row: read it (same transaction, row locked)
+		cur, err := findTenant(l.tx, tenantID)
+		return err == nil, cur, err
 	}
 	return true, &t, nil
 }
