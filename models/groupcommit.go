@@ -12,7 +12,7 @@ import (
 // its own batch. Each item carries its own outcome, set by commit.
 type groupCommit[T any] struct {
 	max    int         // bound of one batch, in size units
-	size   func(T) int // size of one item (1 when nil)
+	size   func(T) int // size of one item
 	commit func(context.Context, []T)
 
 	mu     sync.Mutex
@@ -50,13 +50,6 @@ func (g *groupCommit[T]) do(ctx context.Context, key string, v T) {
 	<-it.done
 }
 
-func (g *groupCommit[T]) sizeOf(v T) int {
-	if g.size == nil {
-		return 1
-	}
-	return g.size(v)
-}
-
 // drain commits the queue's batches until own is done; what is queued after that goes to a new leader.
 func (g *groupCommit[T]) drain(ctx context.Context, key string, q *groupQueue[T], own chan struct{}) {
 	for {
@@ -72,8 +65,8 @@ func (g *groupCommit[T]) drain(ctx context.Context, key string, q *groupQueue[T]
 			return
 		}
 		n, size := 0, 0
-		for n < len(q.pending) && (n == 0 || size+g.sizeOf(q.pending[n].v) <= g.max) {
-			size += g.sizeOf(q.pending[n].v)
+		for n < len(q.pending) && (n == 0 || size+g.size(q.pending[n].v) <= g.max) {
+			size += g.size(q.pending[n].v)
 			n++
 		}
 		batch := q.pending[:n:n]
