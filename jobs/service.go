@@ -184,9 +184,6 @@ func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
 		}
 		params = append(params, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}
-	if len(params) == 1 {
-		return s.queue.InsertTx(tx, params[0].Args, params[0].InsertOpts)
-	}
 	return s.queue.InsertManyTx(tx, params)
 }
 
