@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -74,7 +75,8 @@ func OpenDB(ctx context.Context, rawURL string) (*DB, error) {
 			return nil, fmt.Errorf("database: sqlite %s: %w", dsn, err)
 		}
 	case Postgres:
-		db.DB, err = gorm.Open(postgres.Open(dsn), gcfg)
+		db.DB, err = gorm.Open(postgres.New(postgres.Config{DSN: dsn,
+			OptionOpenDB: []stdlib.OptionOpenDB{stdlib.OptionAfterConnect(unwrapPQArrays)}}), gcfg)
 		if err != nil {
 			return nil, fmt.Errorf("database: postgres: %w", err)
 		}
