@@ -34,7 +34,7 @@ func (h *healthStore) RecordAttempts(ctxs []context.Context, as []routing.Attemp
 		metrics.UpstreamAttempts.WithLabelValues(a.Upstream, outcome).Inc()
 		rows[i] = models.UpstreamAttempt{Upstream: a.Upstream, At: a.At.UTC(), OK: a.OK, LatencyMS: a.LatencyMS, Class: a.Class, JobID: attemptJob(ctxs[i])}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(models.WorkContext(context.Background()), 10*time.Second)
 	defer cancel()
 	return h.db.WithContext(ctx).CreateInBatches(rows, 500).Error
 }

@@ -197,7 +197,8 @@ func (s *Service) validateBinding(model string) error {
 
 // Start starts the workers of this process.
 func (s *Service) Start(ctx context.Context) error {
-	if err := s.queue.Start(ctx); err != nil {
+	// Every job's context derives from this one: the workers' statements use the work pool.
+	if err := s.queue.Start(models.WorkContext(ctx)); err != nil {
 		return fmt.Errorf("jobs: start queue: %w", err)
 	}
 	s.started = true

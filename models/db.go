@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
@@ -27,13 +29,21 @@ const (
 	Postgres Dialect = "postgres"
 )
 
-// DB is the service's database: GORM over one *sql.DB, with its dialect.
+// DB is the service's database: GORM over its connection pools, with its dialect.
 type DB struct {
 	*gorm.DB
-	SQL     *sql.DB
+	SQL     *sql.DB // the pool of requests (and of everything not marked as background work)
+	Work    *sql.DB // on PostgreSQL, the pool of background work (WorkContext); on SQLite, SQL itself
 	Dialect Dialect
 	URL     string
 }
+
+// Connections of each PostgreSQL pool of a replica (README, "Connections"): requests never wait for a
+// connection that queue workers hold, however busy the queue is.
+const (
+	requestConns = 40
+	workConns    = 20
+)
 
 // sqlitePragmas are the settings that hold under concurrency (dependencies.md).
 const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
@@ -75,30 +85,92 @@ func OpenDB(ctx context.Context, rawURL string) (*DB, error) {
 			return nil, fmt.Errorf("database: sqlite %s: %w", dsn, err)
 		}
 	case Postgres:
-		db.DB, err = gorm.Open(postgres.New(postgres.Config{DSN: dsn,
-			OptionOpenDB: []stdlib.OptionOpenDB{stdlib.OptionAfterConnect(unwrapPQArrays)}}), gcfg)
+		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("database: postgres: %w", err)
 		}
-		db.SQL, err = db.DB.DB()
+		open := func(conns int) *sql.DB {
+			d := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(unwrapPQArrays))
+			d.SetMaxOpenConns(conns)
+			d.SetMaxIdleConns(conns)
+			d.SetConnMaxIdleTime(5 * time.Minute)
+			return d
+		}
+		db.SQL, db.Work = open(requestConns), open(workConns)
+		db.DB, err = gorm.Open(postgres.New(postgres.Config{Conn: &pools{requests: db.SQL, work: db.Work}}), gcfg)
 		if err != nil {
+			db.Close()
 			return nil, fmt.Errorf("database: postgres: %w", err)
 		}
-		db.SQL.SetMaxOpenConns(40)
-		db.SQL.SetMaxIdleConns(40)
-		db.SQL.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if db.Work == nil {
+		db.Work = db.SQL
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.SQL.PingContext(pctx); err != nil {
-		db.SQL.Close()
+		db.Close()
 		return nil, fmt.Errorf("database: cannot reach %s: %w", redactURL(rawURL), err)
 	}
 	return db, nil
 }
 
-// Close closes the connection pool.
-func (db *DB) Close() error { return db.SQL.Close() }
+// Close closes the connection pools.
+func (db *DB) Close() error {
+	err := db.SQL.Close()
+	if db.Work != nil && db.Work != db.SQL {
+		err = errors.Join(err, db.Work.Close())
+	}
+	return err
+}
+
+type workKey struct{}
+
+// WorkContext marks ctx as background work (queue workers, sweeps): on PostgreSQL its statements use
+// the work pool, so that work never takes the connections requests need.
+func WorkContext(ctx context.Context) context.Context { return context.WithValue(ctx, workKey{}, true) }
+
+func isWork(ctx context.Context) bool { w, _ := ctx.Value(workKey{}).(bool); return w }
+
+// pools is GORM's connection pool on PostgreSQL: each statement or transaction goes to the pool of its
+// context.
+type pools struct{ requests, work *sql.DB }
+
+var (
+	_ gorm.ConnPool       = (*pools)(nil)
+	_ gorm.TxBeginner     = (*pools)(nil)
+	_ gorm.GetDBConnector = (*pools)(nil)
+)
+
+func (p *pools) of(ctx context.Context) *sql.DB {
+	if ctx != nil && isWork(ctx) {
+		return p.work
+	}
+	return p.requests
+}
+
+func (p *pools) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return p.of(ctx).PrepareContext(ctx, query)
+}
+
+func (p *pools) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return p.of(ctx).ExecContext(ctx, query, args...)
+}
+
+func (p *pools) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return p.of(ctx).QueryContext(ctx, query, args...)
+}
+
+func (p *pools) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return p.of(ctx).QueryRowContext(ctx, query, args...)
+}
+
+func (p *pools) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+	return p.of(ctx).BeginTx(ctx, opts)
+}
+
+// GetDBConn is what gorm.DB.DB() returns: the requests' pool.
+func (p *pools) GetDBConn() (*sql.DB, error) { return p.requests, nil }
 
 // Ping reports whether the database answers within the context.
 func (db *DB) Ping(ctx context.Context) error { return db.SQL.PingContext(ctx) }
