@@ -59,6 +59,7 @@ type options struct {
 	submitOnly                bool
 	cpuProfile                string
 	timeline                  time.Duration
+	warmup                    time.Duration
 }
 
 func main() {
@@ -84,6 +85,7 @@ func main() {
 	flag.BoolVar(&o.submitOnly, "submit-only", false, "issue 13 target: only POST /api/generate, at 1000/s for 60 s unless -rate, -duration say otherwise")
 	flag.BoolVar(&keepData, "keep-data", false, keepDataHelp)
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the timed run (this whole process) to this file")
+	flag.DurationVar(&o.warmup, "warmup", 0, "before the measured run, send the same workload for this long and report it apart (0: none; 5s with -submit-only)")
 	flag.DurationVar(&o.timeline, "timeline", 0, "also print p50/p99 and errors per slice of this length, by due time (0: off; 10s with -submit-only)")
 	flag.Parse()
 	if o.submitOnly {
@@ -98,6 +100,9 @@ func main() {
 		}
 		if !set["timeline"] {
 			o.timeline = 10 * time.Second
+		}
+		if !set["warmup"] {
+			o.warmup = 5 * time.Second
 		}
 	}
 	// Keep the output to the figures: the server's access log and slow-statement warnings go nowhere.
@@ -165,6 +170,15 @@ func run(o options, weights map[string]float64) (bool, error) {
 
 	fmt.Printf("studio load: %s; %d cores, GOMAXPROCS %d\n", where, runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	fmt.Printf("open loop: %.0f requests/s for %s, at most %d in flight; mix %s\n\n", o.rate, o.duration, o.inflight, mixLine(eps))
+	if o.warmup > 0 {
+		// A server that just started opens its database connections, prepares its statements and grows
+		// its heap during the first second; the measured run starts once that is done.
+		weps := c.endpoints(weights)
+		drive(ctx, weps, o.rate, o.warmup, o.inflight, o.queue, nil)
+		_, w := summarize(weps)
+		fmt.Printf("warm-up (not counted below): %d requests in %s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, errors %s\n\n",
+			w.requests, o.warmup, ms(w.p50), ms(w.p99), ms(w.max), errorsLine(w))
+	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {

@@ -37,7 +37,10 @@ import (
 func main() {
 	dbFlag := flag.String("db", "sqlite", "sqlite, or a postgres:// server URL (a fresh database is created on it)")
 	duration := flag.Duration("duration", 20*time.Second, "how long to submit")
-	clients := flag.Int("clients", 32, "concurrent clients")
+	clients := flag.Int("clients", 32, "concurrent clients (with -rate: requests in flight at most)")
+	rate := flag.Float64("rate", 0, "open loop: submits due per second, evenly spaced, latency counted from when each was due "+
+		"(0: closed loop, each client submits back to back)")
+	warmup := flag.Duration("warmup", 0, "before the measured run, submit the same way for this long and report it apart")
 	latency := flag.Duration("upstream-latency", 5*time.Millisecond, "latency of the fake image upstream")
 	workers := flag.Int("workers", 100, "job workers")
 	keep := flag.Bool("keep-data", false, "keep the data directory (media, SQLite file) instead of deleting it: on ext4 without a journal, "+
@@ -46,18 +49,35 @@ func main() {
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
-		if err == nil && pprof.StartCPUProfile(f) == nil {
-			defer pprof.StopCPUProfile()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
 		}
+		defer f.Close()
+		profileFile = f
 	}
-	if err := run(*dbFlag, *duration, *clients, *latency, *workers, *keep); err != nil {
+	o := options{duration: *duration, clients: *clients, rate: *rate, warmup: *warmup, latency: *latency, workers: *workers, keep: *keep}
+	if err := run(*dbFlag, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(dbFlag string, duration time.Duration, clients int, latency time.Duration, workers int, keep bool) error {
+// profileFile receives the CPU profile of the measured submits (-cpuprofile).
+var profileFile *os.File
+
+type options struct {
+	duration, warmup time.Duration
+	clients          int
+	rate             float64
+	latency          time.Duration
+	workers          int
+	keep             bool
+}
+
+func run(dbFlag string, o options) error {
+	duration, clients, latency, workers, keep := o.duration, o.clients, o.latency, o.workers, o.keep
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "studio-bench-")
 	if err != nil {
@@ -143,48 +163,39 @@ func run(dbFlag string, duration time.Duration, clients int, latency time.Durati
 	}
 	_ = json.Unmarshal(out, &created)
 
-	fmt.Printf("studio submit benchmark: db=%s clients=%d duration=%s upstream latency=%s workers=%d\n",
-		svc.DB.Dialect, clients, duration, latency, workers)
-	var accepted, failed atomic.Int64
-	lat := make([][]time.Duration, clients)
-	stop := time.Now().Add(duration)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for i := 0; time.Now().Before(stop); i++ {
-				t0 := time.Now()
-				status, _, err := post("/api/generate", created.APIKey, map[string]any{"prompt": fmt.Sprintf("bench %d-%d", c, i)})
-				lat[c] = append(lat[c], time.Since(t0))
-				if err != nil || status != 200 {
-					failed.Add(1)
-					continue
-				}
-				accepted.Add(1)
-			}
-		}(c)
+	mode := fmt.Sprintf("closed loop, clients=%d", clients)
+	if o.rate > 0 {
+		mode = fmt.Sprintf("open loop, %.0f submits/s due, at most %d in flight", o.rate, clients)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	pprof.StopCPUProfile() // the profile covers the submit phase only
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
+	fmt.Printf("studio submit benchmark: db=%s %s duration=%s upstream latency=%s workers=%d\n",
+		svc.DB.Dialect, mode, duration, latency, workers)
+	submit := func(i int) bool {
+		status, _, err := post("/api/generate", created.APIKey, map[string]any{"prompt": fmt.Sprintf("bench %d", i)})
+		return err == nil && status == 200
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	pct := func(p float64) time.Duration {
-		if len(all) == 0 {
-			return 0
+	start := time.Now() // completed jobs count from the first submit, warm-up included
+	var submitted int64
+	if o.warmup > 0 {
+		w := phase(o, o.warmup, submit, 0)
+		submitted += w.accepted
+		fmt.Printf("warm-up (not counted below): %d submits in %s, p50 %.1f ms, p99 %.1f ms, errors %d\n",
+			w.accepted, o.warmup, ms(w.pct(0.5)), ms(w.pct(0.99)), w.failed)
+	}
+	if f := profileFile; f != nil {
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
 		}
-		return all[int(float64(len(all)-1)*p)]
 	}
+	r := phase(o, duration, submit, 1<<30)
+	pprof.StopCPUProfile() // the profile covers the measured submits only
+	submitted += r.accepted
+	pct := r.pct
+	accepted := r.accepted
 	// Completed jobs: wait for the queue to drain, then rate = jobs ended / time since the first submit.
 	var ended int64
 	for {
 		svc.DB.Model(&models.Job{}).Where("status <> ?", models.JobPending).Count(&ended)
-		if ended >= accepted.Load() || time.Since(start) > duration*4 {
+		if ended >= submitted || time.Since(start) > (o.warmup+duration)*4 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -192,13 +203,103 @@ func run(dbFlag string, duration time.Duration, clients int, latency time.Durati
 	drained := time.Since(start)
 	var doneN int64
 	svc.DB.Model(&models.Job{}).Where("status = ?", models.JobDone).Count(&doneN)
-	fmt.Printf("accepted submits: %d (%.0f/s), errors: %d\n", accepted.Load(), float64(accepted.Load())/elapsed.Seconds(), failed.Load())
+	fmt.Printf("accepted submits: %d (%.0f/s), errors: %d\n", accepted, float64(accepted)/r.elapsed.Seconds(), r.failed)
 	fmt.Printf("submit latency: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", ms(pct(0.5)), ms(pct(0.99)), ms(pct(1)))
-	fmt.Printf("completed jobs: %d done of %d in %.1f s (%.0f/s)\n", doneN, ended, drained.Seconds(), float64(ended)/drained.Seconds())
+	completed := float64(ended) / drained.Seconds()
+	fmt.Printf("completed jobs: %d done of %d in %.1f s (%.0f/s)\n", doneN, ended, drained.Seconds(), completed)
+	submitRate := float64(accepted) / r.elapsed.Seconds()
+	verdict := "met"
+	if submitRate < 1000*0.99 || pct(0.99) >= 50*time.Millisecond || completed < submitRate/2 || r.failed > 0 {
+		verdict = "NOT met"
+	}
+	fmt.Printf("issue 6 target (1000 submits/s, p99 under 50 ms, completed jobs/s at least half the submit rate): %s\n", verdict)
 	shutdown, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdown)
 	return svc.Stop(shutdown)
+}
+
+// result is what one phase of submits measured.
+type result struct {
+	accepted, failed int64
+	elapsed          time.Duration
+	lat              []time.Duration // sorted
+}
+
+func (r result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[int(float64(len(r.lat)-1)*p)]
+}
+
+// phase submits for d: closed loop (each client back to back) or, with a rate, open loop (submits due
+// evenly spaced, each taken by a free client, latency from when it was due so that a server falling
+// behind shows it; beyond a queue of 10 000 due submits, they are dropped and counted as errors).
+// first numbers the prompts.
+func phase(o options, d time.Duration, submit func(i int) bool, first int) result {
+	var accepted, failed atomic.Int64
+	lat := make([][]time.Duration, o.clients)
+	start := time.Now()
+	stop := start.Add(d)
+	var wg sync.WaitGroup
+	if o.rate <= 0 {
+		var n atomic.Int64
+		for c := range o.clients {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					t0 := time.Now()
+					ok := submit(first + int(n.Add(1)))
+					lat[c] = append(lat[c], time.Since(t0))
+					if ok {
+						accepted.Add(1)
+					} else {
+						failed.Add(1)
+					}
+				}
+			})
+		}
+	} else {
+		due := make(chan time.Time, 10000)
+		var n atomic.Int64
+		for c := range o.clients {
+			wg.Go(func() {
+				for at := range due {
+					ok := submit(first + int(n.Add(1)))
+					lat[c] = append(lat[c], time.Since(at))
+					if ok {
+						accepted.Add(1)
+					} else {
+						failed.Add(1)
+					}
+				}
+			})
+		}
+		interval := float64(time.Second) / o.rate
+		for i := 0; ; i++ {
+			at := start.Add(time.Duration(float64(i) * interval))
+			if !at.Before(stop) {
+				break
+			}
+			time.Sleep(time.Until(at))
+			select {
+			case due <- at:
+			default:
+				failed.Add(1)
+			}
+		}
+		close(due)
+	}
+	wg.Wait()
+	r := result{accepted: accepted.Load(), failed: failed.Load(), elapsed: time.Since(start)}
+	if o.rate > 0 {
+		r.elapsed = d // the offered window; the last answers may end a little after it
+	}
+	for _, l := range lat {
+		r.lat = append(r.lat, l...)
+	}
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	return r
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
