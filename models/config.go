@@ -24,6 +24,7 @@ type Config struct {
 	AllowPrivateURLs  bool
 	GenerateRate      int
 	UploadRate        int
+	Workers           int
 	S3Endpoint        string
 	S3Bucket          string
 	S3Region          string
@@ -72,6 +73,7 @@ var ConfigVars = []ConfigVar{
 	}},
 	{"SERVICE_GENERATE_RATE", "generate-rate", "120", "image generation calls per hour per identity", func(c *Config, v string) error { return positiveInt(&c.GenerateRate, v) }},
 	{"SERVICE_UPLOAD_RATE", "upload-rate", "120", "uploads per hour per owner", func(c *Config, v string) error { return positiveInt(&c.UploadRate, v) }},
+	{"SERVICE_WORKERS", "workers", "50", "jobs this replica works on at once (generations wait on upstreams: raise it for slow upstreams, lower it to leave CPU to requests)", func(c *Config, v string) error { return positiveInt(&c.Workers, v) }},
 	{"SERVICE_S3_ENDPOINT", "s3-endpoint", "", "S3-compatible endpoint; enables the S3 media store and direct uploads", str(func(c *Config) *string { return &c.S3Endpoint })},
 	{"SERVICE_S3_BUCKET", "s3-bucket", "", "S3 bucket", str(func(c *Config) *string { return &c.S3Bucket })},
 	{"SERVICE_S3_REGION", "s3-region", "", "S3 region", str(func(c *Config) *string { return &c.S3Region })},

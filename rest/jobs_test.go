@@ -509,3 +509,33 @@ func TestTenantBindingAppliesAtOnce(t *testing.T) {
 		t.Fatalf("unbound, model gen2: %d jobs still went to gen3", got)
 	}
 }
+
+// SERVICE_WORKERS bounds the jobs one replica works on at once; it must be a positive number.
+func TestWorkersBoundTheJobsWorkedAtOnce(t *testing.T) {
+	srv, fake := fakeUpstreams(t)
+	srv.SetFault(fakeupstream.Fault{Mode: fakeupstream.Slow, Delay: 400 * time.Millisecond})
+	e := newEnv(t, fake, withVar("SERVICE_WORKERS", "1"))
+	_, key := e.tenant("Acme", 10)
+	start := time.Now()
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, e.call("POST", "/api/generate", key, map[string]any{"prompt": fmt.Sprintf("a fox %d", i)}).expect(t, 200).str("jobId"))
+	}
+	for _, id := range ids {
+		if r := e.waitJob(key, id); r.str("status") != "done" {
+			t.Fatalf("job = %s", r.Body)
+		}
+	}
+	if d := time.Since(start); d < 3*400*time.Millisecond {
+		t.Errorf("three jobs of 400 ms each, one worker: all ended after %s, so they ran at once", d)
+	}
+	_, err := models.LoadConfig(func(v models.ConfigVar) (string, bool) {
+		if v.Env == "SERVICE_WORKERS" {
+			return "0", true
+		}
+		return "", false
+	})
+	if err == nil || !strings.Contains(err.Error(), "SERVICE_WORKERS") {
+		t.Errorf("SERVICE_WORKERS=0: %v, want an error naming it", err)
+	}
+}

@@ -83,6 +83,9 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	}
 	jo := opts.Jobs
 	jo.Upstreams, jo.Media = s.Upstreams, s.Media
+	if jo.MaxWorkers == 0 {
+		jo.MaxWorkers = cfg.Workers
+	}
 	if s.Jobs, err = jobs.New(ctx, app, jo); err != nil {
 		return nil, err
 	}
