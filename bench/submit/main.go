@@ -43,6 +43,7 @@ func main() {
 	warmup := flag.Duration("warmup", 0, "before the measured run, submit the same way for this long and report it apart")
 	latency := flag.Duration("upstream-latency", 5*time.Millisecond, "latency of the fake image upstream")
 	workers := flag.Int("workers", 100, "job workers")
+	poll := flag.Duration("poll", 0, "how often idle workers look for work, and the shortest time between two fetches (0: the service's default)")
 	keep := flag.Bool("keep-data", false, "keep the data directory (media, SQLite file) instead of deleting it: on ext4 without a journal, "+
 		"thousands of files deleted slow file creation for the next few minutes, and with it the next run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
@@ -56,7 +57,7 @@ func main() {
 		defer f.Close()
 		profileFile = f
 	}
-	o := options{duration: *duration, clients: *clients, rate: *rate, warmup: *warmup, latency: *latency, workers: *workers, keep: *keep}
+	o := options{duration: *duration, clients: *clients, rate: *rate, warmup: *warmup, latency: *latency, workers: *workers, poll: *poll, keep: *keep}
 	if err := run(*dbFlag, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
@@ -73,6 +74,7 @@ type options struct {
 	rate             float64
 	latency          time.Duration
 	workers          int
+	poll             time.Duration
 	keep             bool
 }
 
@@ -130,7 +132,7 @@ func run(dbFlag string, o options) error {
 		{Name: "chat", Provider: "local", Media: upstream.MediaChat, Family: "chat", Protocol: upstream.ProtocolBuiltin,
 			Model: "chat", SoftTimeout: time.Minute, Rating: 0.5, Capabilities: []upstream.Capability{upstream.CapVision}},
 	}
-	svc, err := server.Open(ctx, cfg, server.Options{Upstreams: ups, Jobs: jobs.Options{MaxWorkers: workers}})
+	svc, err := server.Open(ctx, cfg, server.Options{Upstreams: ups, Jobs: jobs.Options{MaxWorkers: workers, PollInterval: o.poll}})
 	if err != nil {
 		return err
 	}
