@@ -1,9 +1,12 @@
 // Command submit measures image job submission: it starts studio in-process over a fresh database with a
-// fast fake OpenAI-compatible upstream on loopback, drives POST /api/generate from concurrent clients for a fixed time, and prints
-// accepted submits per second, p50/p99 submit latency and completed jobs per second.
+// fast fake OpenAI-compatible upstream on loopback, drives POST /api/generate for a fixed time, and prints
+// accepted submits per second, p50/p99 submit latency and completed jobs per second. Closed loop by
+// default (-clients submit back to back: the most the service takes); with -rate, open loop (submits due
+// at that rate, latency from when each was due), which is how the target of issue 6 is checked:
 //
 //	go run ./bench/submit -db sqlite -duration 20s -clients 32
 //	go run ./bench/submit -db postgres://postgres@127.0.0.1:5432/test -duration 20s -clients 32
+//	go run ./bench/submit -db postgres://postgres@127.0.0.1:5432/test -rate 1000 -clients 256 -warmup 5s -duration 20s -workers 16 -poll 25ms
 package main
 
 import (
