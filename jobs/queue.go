@@ -56,12 +56,9 @@ func indexArgsDirectly(ctx context.Context, db *models.DB) error {
 	err := db.WithContext(ctx).Raw(`SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = current_schema() AND c.relkind = 'i' AND c.relname IN ('river_job_args_index', 'river_job_metadata_index')
 		AND NOT coalesce(c.reloptions @> ARRAY['fastupdate=off'], false)`).Scan(&pending).Error
-	for _, ix := range pending {
-		if err != nil {
-			break
-		}
-		if err = db.WithContext(ctx).Exec("ALTER INDEX " + ix + " SET (fastupdate = off)").Error; err == nil {
-			err = db.WithContext(ctx).Exec("SELECT gin_clean_pending_list(?::regclass)", ix).Error
+	for i := 0; err == nil && i < len(pending); i++ {
+		if err = db.WithContext(ctx).Exec("ALTER INDEX " + pending[i] + " SET (fastupdate = off)").Error; err == nil {
+			err = db.WithContext(ctx).Exec("SELECT gin_clean_pending_list(?::regclass)", pending[i]).Error
 		}
 	}
 	if err != nil {

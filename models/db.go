@@ -79,7 +79,7 @@ func OpenDB(ctx context.Context, rawURL string) (*DB, error) {
 		// SQLite has one writer; a single connection serialises every statement without SQLITE_BUSY.
 		sqlDB.SetMaxOpenConns(1)
 		sqlDB.SetConnMaxLifetime(0)
-		db.SQL = sqlDB
+		db.SQL, db.Work = sqlDB, sqlDB
 		db.DB, err = gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", Conn: sqlDB}), gcfg)
 		if err != nil {
 			return nil, fmt.Errorf("database: sqlite %s: %w", dsn, err)
@@ -102,9 +102,6 @@ func OpenDB(ctx context.Context, rawURL string) (*DB, error) {
 			db.Close()
 			return nil, fmt.Errorf("database: postgres: %w", err)
 		}
-	}
-	if db.Work == nil {
-		db.Work = db.SQL
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -247,36 +247,32 @@ func phase(o options, d time.Duration, submit func(i int) bool, first int) resul
 	lat := make([][]time.Duration, o.clients)
 	start := time.Now()
 	stop := start.Add(d)
+	var n atomic.Int64
+	// call submits once for client c; its latency counts from since (when it was due, in the open loop).
+	call := func(c int, since time.Time) {
+		ok := submit(first + int(n.Add(1)))
+		lat[c] = append(lat[c], time.Since(since))
+		if ok {
+			accepted.Add(1)
+		} else {
+			failed.Add(1)
+		}
+	}
 	var wg sync.WaitGroup
 	if o.rate <= 0 {
-		var n atomic.Int64
 		for c := range o.clients {
 			wg.Go(func() {
 				for time.Now().Before(stop) {
-					t0 := time.Now()
-					ok := submit(first + int(n.Add(1)))
-					lat[c] = append(lat[c], time.Since(t0))
-					if ok {
-						accepted.Add(1)
-					} else {
-						failed.Add(1)
-					}
+					call(c, time.Now())
 				}
 			})
 		}
 	} else {
 		due := make(chan time.Time, 10000)
-		var n atomic.Int64
 		for c := range o.clients {
 			wg.Go(func() {
 				for at := range due {
-					ok := submit(first + int(n.Add(1)))
-					lat[c] = append(lat[c], time.Since(at))
-					if ok {
-						accepted.Add(1)
-					} else {
-						failed.Add(1)
-					}
+					call(c, at)
 				}
 			})
 		}
