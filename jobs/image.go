@@ -179,7 +179,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 	return app.CompleteJob(context.WithoutCancel(ctx), j, s.media.URL(key), used.CostUSD, time.Since(start))
 }
 
-// storeResult writes a generated image to the media store, at most storeConcurrency at once.
+// storeResult writes a generated image to the media store, at most putConcurrency at once.
 func (s *Service) storeResult(ctx context.Context, key string, img *upstream.Image) error {
 	select {
 	case s.stores <- struct{}{}:

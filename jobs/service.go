@@ -53,11 +53,19 @@ type Service struct {
 	stores    chan struct{} // bounds the generated results being written to the media store at once
 }
 
-// storeConcurrency is how many workers write a generated result to the media store at once. The
-// results are in memory; writing one is a few file-system calls and a sync, so a handful at a time keeps
-// the disk busy, while a hundred at once (workers whose upstream answered together) only pile up threads
-// in the kernel and delay the requests being served meanwhile.
+// storeConcurrency is how many workers write a generated result to the media store at once, unless the
+// store says otherwise (media.ParallelPuts: the local disk takes 2). The results are in memory; a
+// handful of writes at a time keeps an object store busy, while a hundred at once (workers whose
+// upstream answered together) only pile up and delay the requests being served meanwhile.
 const storeConcurrency = 8
+
+// putConcurrency is how many results are written to store at once.
+func putConcurrency(store media.Store) int {
+	if p, ok := store.(media.ParallelPuts); ok && p.ParallelPuts() > 0 {
+		return p.ParallelPuts()
+	}
+	return storeConcurrency
+}
 
 // Kinds of queued work.
 const (
@@ -122,7 +130,7 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 	if opts.CallbackTimeout <= 0 {
 		opts.CallbackTimeout = 10 * time.Second
 	}
-	s := &Service{app: app, media: opts.Media, opts: opts, stores: make(chan struct{}, storeConcurrency),
+	s := &Service{app: app, media: opts.Media, opts: opts, stores: make(chan struct{}, putConcurrency(opts.Media)),
 		client:    media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(30*time.Second)),
 		callbacks: media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(opts.CallbackTimeout))}
 	// A callback is delivered to the URL the caller gave: a redirect is an answer that is not 2xx (retried),

@@ -137,6 +137,11 @@ func writeAll(f *os.File, r io.Reader, size int64) error {
 	return f.Sync()
 }
 
+// ParallelPuts is 2: a Put is the kernel's and the disk's work (a file created, written, synced and
+// renamed), which more writers at once do not speed up; they only take the cores from the requests being
+// served (bench/README.md: p99 of bench/load -submit-only 26–29 ms with 2, 36 ms with 8).
+func (s *Local) ParallelPuts() int { return 2 }
+
 // Open returns the stored file; the caller closes it.
 func (s *Local) Open(ctx context.Context, key string) (io.ReadCloser, Info, error) {
 	f, info, err := s.open(key)

@@ -52,6 +52,13 @@ type Store interface {
 	KeyFromURL(rawURL string) (key string, ok bool)
 }
 
+// ParallelPuts is implemented by stores that know how many Puts are worth running at once; callers that
+// write many objects in the background (the job workers) run at most that many. A store that does not
+// say is written to by a handful of callers at once.
+type ParallelPuts interface {
+	ParallelPuts() int
+}
+
 // Presigner issues URLs that let a client upload one object directly to the store.
 type Presigner interface {
 	// PresignPut returns a PUT URL and the exact headers to send; the signature covers Content-Type and Content-Length.
