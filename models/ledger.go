@@ -3,8 +3,12 @@ package models
 import (
 	"context"
 	"fmt"
-	"studio/models/metrics"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"studio/models/metrics"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -74,11 +78,17 @@ func (a *App) newLedger(tx *gorm.DB) *ledger {
 }
 
 func (l *ledger) write(kind, balance string, tenantID, accountID, userID string, delta, after int64, ref, note string) error {
-	e := LedgerEntry{At: l.now, TxID: l.txID, Kind: kind, Balance: balance, Delta: delta, After: after, Ref: ref, Note: note}
-	if delta != 0 && balance != BalanceTenantReserved {
-		// Reserved rows mirror member rows; counting both would double the figure.
-		metrics.Credits.WithLabelValues(kind).Add(float64(abs64(delta)))
+	e := l.entry(kind, balance, tenantID, accountID, userID, delta, after, ref, note)
+	if err := l.tx.Create(&e).Error; err != nil {
+		return fmt.Errorf("ledger: write %s: %w", kind, err)
 	}
+	countCredits(&e)
+	return nil
+}
+
+// entry is a ledger row of this movement.
+func (l *ledger) entry(kind, balance string, tenantID, accountID, userID string, delta, after int64, ref, note string) LedgerEntry {
+	e := LedgerEntry{At: l.now, TxID: l.txID, Kind: kind, Balance: balance, Delta: delta, After: after, Ref: ref, Note: note}
 	if tenantID != "" {
 		e.TenantID = &tenantID
 	}
@@ -88,10 +98,15 @@ func (l *ledger) write(kind, balance string, tenantID, accountID, userID string,
 	if userID != "" {
 		e.UserID = &userID
 	}
-	if err := l.tx.Create(&e).Error; err != nil {
-		return fmt.Errorf("ledger: write %s: %w", kind, err)
+	return e
+}
+
+// countCredits adds a written row to the credits metric.
+func countCredits(e *LedgerEntry) {
+	if e.Delta != 0 && e.Balance != BalanceTenantReserved {
+		// Reserved rows mirror member rows; counting both would double the figure.
+		metrics.Credits.WithLabelValues(e.Kind).Add(float64(abs64(e.Delta)))
 	}
-	return nil
 }
 
 func insufficient(need, have int64) *Error {
@@ -168,7 +183,21 @@ func (l *ledger) chargeUser(userID string, amount int64, ref, note string) (Char
 // unmetered tenant, for callers that have not read the tenant first.
 func (l *ledger) spendTenant(tenantID, column string, amount int64, meteredOnly bool) (bool, *Tenant, error) {
 	var t Tenant
-	q := l.tx.Model(&t).Clauses(clause.Returning{}).Where("id = ?", tenantID).
+	res := l.spendQuery(l.tx, &t, tenantID, column, amount, meteredOnly)
+	if res.Error != nil || res.RowsAffected != 1 {
+		return false, nil, res.Error
+	}
+	if t.ID != tenantID { // a driver that returned no row: read it (same transaction, row locked)
+		cur, err := findTenant(l.tx, tenantID)
+		return err == nil, cur, err
+	}
+	return true, &t, nil
+}
+
+// spendQuery runs on db (or, in a DryRun session, only builds) the conditional update of spendTenant,
+// returning into t.
+func (l *ledger) spendQuery(db *gorm.DB, t *Tenant, tenantID, column string, amount int64, meteredOnly bool) *gorm.DB {
+	q := db.Model(t).Clauses(clause.Returning{}).Where("id = ?", tenantID).
 		Where("(quota_monthly IS NULL OR (CASE WHEN used_month_key = ? THEN used_month ELSE 0 END) + ? <= quota_monthly)", l.month, amount)
 	if meteredOnly {
 		q = q.Where("unmetered = ?", false)
@@ -181,15 +210,7 @@ func (l *ledger) spendTenant(tenantID, column string, amount int64, meteredOnly 
 		q = q.Where(column+" >= ?", amount)
 		set[column] = gorm.Expr(column+" - ?", amount)
 	}
-	res := q.Updates(set)
-	if res.Error != nil || res.RowsAffected != 1 {
-		return false, nil, res.Error
-	}
-	if t.ID != tenantID { // a driver that returned no row: read it (same transaction, row locked)
-		cur, err := findTenant(l.tx, tenantID)
-		return err == nil, cur, err
-	}
-	return true, &t, nil
+	return q.Updates(set)
 }
 
 // quotaRefusal returns the refusal when amount more would exceed the tenant's monthly quota, else nil.
@@ -237,6 +258,9 @@ func (l *ledger) chargePool(tenantID, accountID string, amount int64, ref, note 
 // tryPool takes amount from the tenant's spendable credits when every condition allows it, and writes
 // the ledger row; ok is false (and nothing changed) otherwise.
 func (l *ledger) tryPool(tenantID, accountID string, amount int64, ref, note string, meteredOnly bool) (Charge, bool, error) {
+	if l.tx.Dialector.Name() == "postgres" {
+		return l.tryPoolOneStatement(tenantID, accountID, amount, ref, note, meteredOnly)
+	}
 	ok, t, err := l.spendTenant(tenantID, "spendable", amount, meteredOnly)
 	if err != nil {
 		return Charge{}, false, Internal("ledger: charge tenant", err)
@@ -246,6 +270,35 @@ func (l *ledger) tryPool(tenantID, accountID string, amount int64, ref, note str
 	}
 	return Charge{amount, BalanceTenantSpendable}, true,
 		l.write(LedgerCharge, BalanceTenantSpendable, t.ID, accountID, "", -amount, t.Spendable, ref, note)
+}
+
+// tryPoolOneStatement is tryPool on PostgreSQL in one round trip: spendTenant's update and the ledger
+// row it writes are one statement (the row is inserted from what the update returned), so a charge
+// holds the tenant's row for one statement less. This is the path of every charge of a tenant key.
+func (l *ledger) tryPoolOneStatement(tenantID, accountID string, amount int64, ref, note string, meteredOnly bool) (Charge, bool, error) {
+	update := l.spendQuery(l.tx.Session(&gorm.Session{DryRun: true}), &Tenant{}, tenantID, "spendable", amount, meteredOnly)
+	if update.Error != nil {
+		return Charge{}, false, Internal("ledger: charge tenant", update.Error)
+	}
+	e := l.entry(LedgerCharge, BalanceTenantSpendable, tenantID, accountID, "", -amount, 0, ref, note)
+	vars := append(slices.Clone(update.Statement.Vars), e.At, e.TxID, e.Kind, e.Balance, e.TenantID, e.AccountID, e.UserID, e.Delta, e.Ref, e.Note)
+	n := len(update.Statement.Vars)
+	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
+	query := "WITH t AS (" + update.Statement.SQL.String() + ") INSERT INTO ledger_entries " +
+		"(at, tx_id, kind, balance, tenant_id, account_id, user_id, delta, after, ref, note) SELECT " +
+		strings.Join([]string{p(1) + "::timestamptz", p(2), p(3), p(4), p(5), p(6), p(7), p(8) + "::bigint", "t.spendable", p(9), p(10)}, ", ") +
+		" FROM t RETURNING after"
+	var after []int64
+	// The query holds no "?": GORM passes vars on as they are, for the numbered parameters.
+	if err := l.tx.Raw(query, vars...).Scan(&after).Error; err != nil {
+		return Charge{}, false, Internal("ledger: charge tenant", err)
+	}
+	if len(after) == 0 {
+		return Charge{}, false, nil
+	}
+	e.After = after[0]
+	countCredits(&e)
+	return Charge{amount, BalanceTenantSpendable}, true, nil
 }
 
 func (l *ledger) chargeUnmetered(tenantID, accountID string, amount int64, ref, note string) (Charge, error) {

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"gorm.io/gorm"
 
 	"studio/models"
+	"studio/models/metrics"
 	"studio/models/modelstest"
 )
 
@@ -590,12 +592,14 @@ func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
 	metered := newTenant(t, app, models.TenantInput{Credits: ptr(int64(10))})
 	unmetered := newTenant(t, app, models.TenantInput{Name: "Free", Credits: ptr(int64(4)), Unmetered: true})
 	shared := newMember(t, app, metered, models.AccountInput{Shared: ptr(true)})
+	var ref string
 	charge := func(id *models.Identity, amount int64) models.Charge {
 		t.Helper()
 		var c models.Charge
+		ref = models.NewID()
 		err := app.Tx(ctx, func(tx *gorm.DB) error {
 			var err error
-			c, err = app.ChargeTx(tx, id, amount, models.NewID(), "test")
+			c, err = app.ChargeTx(tx, id, amount, ref, "test")
 			return err
 		})
 		if err != nil {
@@ -611,11 +615,26 @@ func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
 		}
 		return e
 	}
+	charged := func() float64 {
+		var m dto.Metric
+		if err := metrics.Credits.WithLabelValues(models.LedgerCharge).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	before, start := charged(), time.Now()
 	if c := charge(metered, 3); c.ChargedTo != models.BalanceTenantSpendable {
 		t.Fatalf("charged to %s", c.ChargedTo)
 	}
-	if e := last(metered.TenantID); e.Delta != -3 || e.After != 7 {
-		t.Fatalf("pool charge row: delta %d after %d, want -3 after 7", e.Delta, e.After)
+	e := last(metered.TenantID)
+	if e.Delta != -3 || e.After != 7 || e.Balance != models.BalanceTenantSpendable || e.AccountID != nil || e.UserID != nil {
+		t.Fatalf("pool charge row: %s delta %d after %d account %v user %v, want tenant_spendable -3 after 7", e.Balance, e.Delta, e.After, e.AccountID, e.UserID)
+	}
+	if e.Ref != ref || e.Note != "test" || len(e.TxID) != 36 || e.At.Before(start.Add(-time.Second)) || e.At.After(time.Now().Add(time.Second)) {
+		t.Fatalf("pool charge row: ref %q note %q tx %q at %s", e.Ref, e.Note, e.TxID, e.At)
+	}
+	if got := charged() - before; got != 3 {
+		t.Fatalf("credits charged metric grew by %v, want 3", got)
 	}
 	charge(shared, 2)
 	if e := last(metered.TenantID); e.Delta != -2 || e.After != 5 || e.AccountID == nil || *e.AccountID != shared.AccountID {
@@ -626,6 +645,9 @@ func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
 	}
 	if e := last(unmetered.TenantID); e.Delta != 0 || e.After != 4 {
 		t.Fatalf("unmetered row: delta %d after %d, want 0 after 4", e.Delta, e.After)
+	}
+	if got := charged() - before; got != 5 {
+		t.Fatalf("credits charged metric grew by %v, want 5 (3 + 2; nothing for the unmetered tenant)", got)
 	}
 	if ten, _ := app.Tenant(ctx, unmetered.TenantID); ten.Spendable != 4 {
 		t.Fatalf("unmetered spendable = %d, want 4", ten.Spendable)
