@@ -64,9 +64,8 @@ func (s *Local) folder(dir string) (*os.Root, error) {
 		return nil, err
 	}
 	if s.folders == nil || len(s.folders) >= maxCachedFolders {
-		for _, old := range s.folders {
-			old.Close()
-		}
+		// Forget the handles without closing them: a Put may still be writing through one. Each is
+		// closed by its finalizer once nothing uses it.
 		s.folders = map[string]*os.Root{}
 	}
 	s.folders[dir] = r

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -348,4 +349,30 @@ func TestLocalHandler(t *testing.T) {
 			t.Errorf("status %d, want 405", resp.StatusCode)
 		}
 	})
+}
+
+// TestFolderHandlesOutliveTheirEviction: a folder handle that a Put is using stays open when the cache of
+// handles is full and starts over.
+func TestFolderHandlesOutliveTheirEviction(t *testing.T) {
+	s := newLocal(t)
+	inUse, err := s.folder("jobs/busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxCachedFolders {
+		if _, err := s.folder(fmt.Sprintf("jobs/f%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, cached := s.folders["jobs/busy"]; cached {
+		t.Fatal("the cache did not start over")
+	}
+	f, err := inUse.OpenFile("late", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatalf("writing through an evicted handle: %v", err)
+	}
+	f.Close()
+	if _, err := os.Stat(filepath.Join(s.Dir(), "jobs", "busy", "late")); err != nil {
+		t.Fatal(err)
+	}
 }
