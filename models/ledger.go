@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"studio/models/metrics"
-
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"studio/models/metrics"
 )
 
 // The ledger: every movement of credits is one database transaction that updates the balances it
