@@ -61,8 +61,10 @@ const storeConcurrency = 8
 
 // putConcurrency is how many results are written to store at once.
 func putConcurrency(store media.Store) int {
-	if p, ok := store.(media.ParallelPuts); ok && p.ParallelPuts() > 0 {
-		return p.ParallelPuts()
+	if p, ok := store.(media.ParallelPuts); ok {
+		if n := p.ParallelPuts(); n > 0 {
+			return n
+		}
 	}
 	return storeConcurrency
 }
