@@ -48,6 +48,7 @@ func NewConsole(app *models.App, opts ConsoleOptions) *Console {
 // Register adds the console's routes to r.
 func (c *Console) Register(r *mux.Router) {
 	r.PathPrefix("/static/").Handler(staticHandler())
+	r.HandleFunc("/", c.root).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/login", c.signInPage).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/login", c.signIn).Methods(http.MethodPost)
 	r.HandleFunc("/logout", c.page("", c.signOut)).Methods(http.MethodPost)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 
@@ -20,7 +21,7 @@ func newAdminCmd() *cobra.Command {
 		Use:   "admin",
 		Short: "run a platform administration action directly against the database",
 	}
-	addConfigFlags(cmd.PersistentFlags())
+	addConfigFlags(cmd.PersistentFlags(), adminConfigFlags...)
 	// The action list needs no database: build it from an App without one, just to read names and params.
 	for _, action := range adminActionCatalogue() {
 		action := action
@@ -67,11 +68,19 @@ func parseParam(p models.AdminParam, s string) (any, error) {
 	return s, nil
 }
 
+// adminConfigFlags are the configuration flags an administrator action uses: where the database, the
+// data and the upstreams file are, and the service secret. The other variables still apply from the
+// environment, but they only matter to a running server, so `studio admin --help` does not list them.
+var adminConfigFlags = []string{"database-url", "data-dir", "upstreams", "secret"}
+
 func runAdmin(c *cobra.Command, body map[string]any) error {
 	cfg, err := loadConfig(c.Flags())
 	if err != nil {
 		return err
 	}
+	// An action prints its answer on stdout; the service's informational logs (migrations, the queue
+	// starting in poll mode) are a running server's business, so only warnings and errors are shown.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := context.Background()
 	svc, err := server.Open(ctx, cfg, server.Options{})
 	if err != nil {

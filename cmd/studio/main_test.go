@@ -174,3 +174,112 @@ func readLines(s string) []string {
 	}
 	return out
 }
+
+func TestServePrintsWhereToStartAndRootRedirectsToSignIn(t *testing.T) {
+	dir := t.TempDir()
+	p := startStudio(t, []string{"DATABASE_URL=sqlite://" + filepath.Join(dir, "studio.db"), "SERVICE_DATA_DIR=" + dir}, "serve")
+	out := p.log.String()
+	for _, want := range []string{"Console:  " + p.base + "/login", "GraphQL:  " + p.base + "/graphql",
+		"OpenAPI:  " + p.base + "/api/openapi.json", "Health:   " + p.base + "/api/health"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, path := range []string{"/login", "/api/openapi.json", "/api/health"} {
+		res, err := http.Get(p.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("GET %s = %d, want 200", path, res.StatusCode)
+		}
+	}
+	res, err := http.Post(p.base+"/graphql", "application/json", strings.NewReader(`{"query":"{__typename}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("POST /graphql = %d, want 200", res.StatusCode)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err = noFollow.Get(p.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/login" {
+		t.Errorf("GET / = %d Location %q, want 302 to /login", res.StatusCode, res.Header.Get("Location"))
+	}
+	res, err = http.Get(p.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), "<form") {
+		t.Errorf("GET / followed = %d, want the sign-in page:\n%s", res.StatusCode, tail(string(body), 500))
+	}
+}
+
+func TestServeOnABusyPortFailsBeforeCreatingAnything(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "db", "studio.db")
+	cmd := exec.Command(os.Args[0], "serve")
+	cmd.Env = append(os.Environ(), "STUDIO_TEST_AS_MAIN=1", "SERVICE_ADDR="+busy.Addr().String(),
+		"DATABASE_URL=sqlite://"+dbPath, "SERVICE_DATA_DIR="+filepath.Join(dir, "data"), "SERVICE_ADMIN_KEY=")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve on a busy port succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "listen on "+busy.Addr().String()) || !strings.Contains(string(out), "SERVICE_ADDR") {
+		t.Errorf("output does not say which address is busy and which setting to change:\n%s", out)
+	}
+	if strings.Contains(string(out), models.KeyPrefix) || strings.Contains(string(out), "shown once") {
+		t.Errorf("an administrator key was printed although the server never started:\n%s", out)
+	}
+	for _, p := range []string{dbPath, filepath.Dir(dbPath), filepath.Join(dir, "data")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s exists after a failed start (stat: %v)", p, err)
+		}
+	}
+}
+
+func TestAdminHelpShowsNoServerFlagsAndActionsLogNoQueueNoise(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "admin", "--help")
+	cmd.Env = append(os.Environ(), "STUDIO_TEST_AS_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("studio admin --help: %v\n%s", err, out)
+	}
+	for _, flag := range []string{"--addr", "--workers", "--generate-rate", "--metrics-addr", "--smtp-url", "--oidc-issuer", "--job-deadline", "--base-url"} {
+		if strings.Contains(string(out), flag) {
+			t.Errorf("studio admin --help lists the server flag %s:\n%s", flag, out)
+		}
+	}
+	for _, flag := range []string{"--database-url", "--data-dir", "--upstreams"} {
+		if !strings.Contains(string(out), flag) {
+			t.Errorf("studio admin --help lacks %s:\n%s", flag, out)
+		}
+	}
+	dir := t.TempDir()
+	cmd = exec.Command(os.Args[0], "admin", "upstream-list")
+	cmd.Env = append(os.Environ(), "STUDIO_TEST_AS_MAIN=1", "DATABASE_URL=sqlite://"+filepath.Join(dir, "s.db"), "SERVICE_DATA_DIR="+dir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("studio admin upstream-list: %v\n%s", err, stderr.String())
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("studio admin upstream-list logged:\n%s", stderr.String())
+	}
+	if !json.Valid(stdout.Bytes()) {
+		t.Errorf("stdout is not the JSON answer:\n%s", stdout.String())
+	}
+}

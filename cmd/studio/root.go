@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -70,9 +71,12 @@ func rootLong() string {
 	return b.String()
 }
 
-// addConfigFlags gives a command one flag per configuration variable of D2.
-func addConfigFlags(fs *pflag.FlagSet) {
+// addConfigFlags gives a command one flag per configuration variable of D2, or only the named ones.
+func addConfigFlags(fs *pflag.FlagSet, only ...string) {
 	for _, v := range models.ConfigVars {
+		if len(only) > 0 && !slices.Contains(only, v.Flag) {
+			continue
+		}
 		fs.String(v.Flag, "", v.Usage+" (env "+v.Env+", default "+orNone(v.Default)+")")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"studio/cmd/server"
+	"studio/graph"
 	"studio/models"
 )
 
@@ -37,8 +38,22 @@ func newServeCmd() *cobra.Command {
 	return cmd
 }
 
-// serve runs the HTTP server until ctx ends, then drains in-flight requests and stops the workers.
+// serve runs the HTTP server until ctx ends, then drains in-flight requests and stops the workers. It
+// takes its listen addresses first, so that a busy port fails before the database is created or an
+// administrator key is generated and shown.
 func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (SERVICE_ADDR / --addr): %w", cfg.Addr, err)
+	}
+	defer ln.Close()
+	var mln net.Listener
+	if cfg.MetricsAddr != "" {
+		if mln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("listen on %s (SERVICE_METRICS_ADDR / --metrics-addr): %w", cfg.MetricsAddr, err)
+		}
+		defer mln.Close()
+	}
 	svc, err := server.Open(ctx, cfg, server.Options{})
 	if err != nil {
 		return err
@@ -47,8 +62,9 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 	if key, err := svc.App.EnsureAdminKey(ctx); err != nil {
 		return err
 	} else if key != "" {
-		fmt.Fprintf(os.Stderr, "\n  Platform administrator key (shown once, store it now):\n\n    %s\n\n", key)
+		fmt.Fprintf(os.Stderr, "\n  Platform administrator key (shown once, store it now):\n\n    %s\n", key)
 	}
+	fmt.Fprint(os.Stderr, addressesText(cfg.BaseURL))
 	handler := svc.Handler(server.Options{CLIGuide: cliGuide(root)})
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -63,19 +79,11 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
-	if cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen on SERVICE_METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
-		}
+	if mln != nil {
 		msrv := &http.Server{Handler: svc.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
 		slog.Info("metrics serving", "addr", mln.Addr().String())
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -104,4 +112,11 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 	}
 	slog.Info("stopped")
 	return nil
+}
+
+// addressesText lists where a person starts: the console, the GraphQL endpoint, the OpenAPI document
+// and the health check, under the public base URL.
+func addressesText(base string) string {
+	return fmt.Sprintf("\n  Console:  %s/login\n  GraphQL:  %s%s\n  OpenAPI:  %s/api/openapi.json\n  Health:   %s/api/health\n\n",
+		base, base, graph.Path, base, base)
 }
