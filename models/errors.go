@@ -26,7 +26,7 @@ const (
 	KindUnprocessable
 )
 
-// String names the kind for logs.
+// String names the kind: in logs, and as the stable `code` of REST error answers.
 func (k Kind) String() string {
 	switch k {
 	case KindInvalid:

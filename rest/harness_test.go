@@ -172,10 +172,20 @@ func (e *env) callH(method, path string, headers map[string]string, body any) *r
 	if out.Status >= 500 && out.Status != http.StatusServiceUnavailable {
 		e.t.Errorf("%s %s: server error %d: %s", method, path, out.Status, out.Body)
 	}
+	if out.Status >= 400 && out.JSON != nil && !openAIStyle(req.URL.Path) {
+		if code, _ := out.JSON["code"].(string); code == "" {
+			e.t.Errorf("%s %s -> %d: error body without a code: %s", method, path, out.Status, out.Body)
+		}
+	}
 	if !e.skipSpec {
 		e.validate(req, raw, out)
 	}
 	return out
+}
+
+// openAIStyle reports whether path is one of the OpenAI-style paths, whose errors have OpenAI's shape.
+func openAIStyle(path string) bool {
+	return path == "/api/chat/completions" || path == "/api/models" || strings.HasPrefix(path, "/api/models/")
 }
 
 // validate checks a real response against the OpenAPI document; an undocumented route is a failure.

@@ -70,7 +70,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		body["ok"], body["workers"], status = false, "stopped", http.StatusServiceUnavailable
 	}
 	if status != http.StatusOK {
-		body["error"] = "not ready"
+		body["error"], body["code"] = "not ready", models.KindUnavailable.String()
 	}
 	writeJSON(w, status, body)
 	return nil

@@ -69,10 +69,10 @@ func (s *Server) Register(r *mux.Router) {
 	s.registerAuth(api)
 	s.registerClaims(api)
 	api.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path})
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "no such endpoint: " + r.Method + " " + r.URL.Path, Code: codeNoEndpoint})
 	})
 	api.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method " + r.Method + " not allowed on " + r.URL.Path})
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody{Error: "method " + r.Method + " not allowed on " + r.URL.Path, Code: codeMethodNotAllowed})
 	})
 	if s.opts.Metrics != nil {
 		r.Handle("/metrics", s.adminOnly(s.opts.Metrics)).Methods(http.MethodGet)
@@ -142,36 +142,48 @@ func forbiddenFor(id *models.Identity, r *http.Request) error {
 	return models.Forbidden("this key cannot use " + r.URL.Path)
 }
 
+// errorBody is the error answer of every REST endpoint (except the OpenAI-style ones): the spec's
+// {"error": "<message>"} with a stable machine-readable code beside it.
 type errorBody struct {
 	Error string `json:"error"`
-	Code  string `json:"code,omitempty"`
+	Code  string `json:"code"`
 }
 
-// statusOf maps a core error kind to its HTTP status: the one place where this happens.
-func statusOf(k models.Kind) int {
+// Codes of answers that are not core errors (the router's own refusals).
+const (
+	codeNoEndpoint       = "no_endpoint"
+	codeMethodNotAllowed = "method_not_allowed"
+)
+
+// statusOf maps a core error kind to its HTTP status and its stable `code`: the one place where this
+// happens (rest/openapi.yaml lists the codes). The code is the kind's name and never changes with the
+// message, which may be reworded.
+func statusOf(k models.Kind) (status int, code string) {
 	switch k {
 	case models.KindInvalid, models.KindNoUpstream:
-		return http.StatusBadRequest
+		status = http.StatusBadRequest
 	case models.KindUnauthenticated:
-		return http.StatusUnauthorized
+		status = http.StatusUnauthorized
 	case models.KindForbidden:
-		return http.StatusForbidden
+		status = http.StatusForbidden
 	case models.KindNotFound:
-		return http.StatusNotFound
+		status = http.StatusNotFound
 	case models.KindConflict:
-		return http.StatusConflict
+		status = http.StatusConflict
 	case models.KindInsufficientCredits:
-		return http.StatusPaymentRequired
+		status = http.StatusPaymentRequired
 	case models.KindRateLimited:
-		return http.StatusTooManyRequests
+		status = http.StatusTooManyRequests
 	case models.KindTooLarge:
-		return http.StatusRequestEntityTooLarge
+		status = http.StatusRequestEntityTooLarge
 	case models.KindUnavailable:
-		return http.StatusServiceUnavailable
+		status = http.StatusServiceUnavailable
 	case models.KindUnprocessable:
-		return http.StatusUnprocessableEntity
+		status = http.StatusUnprocessableEntity
+	default:
+		return http.StatusInternalServerError, models.KindInternal.String()
 	}
-	return http.StatusInternalServerError
+	return status, k.String()
 }
 
 // writeError writes {"error": ...} with the status of the error's kind; internal causes go to the log only.
@@ -183,7 +195,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Kind == models.KindInternal && models.Unreachable(e.Err) {
 		e = models.Internal("handler", e.Err)
 	}
-	status := statusOf(e.Kind)
+	status, code := statusOf(e.Kind)
 	if status >= 500 {
 		cause := error(e)
 		if e.Err != nil {
@@ -194,11 +206,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	body := errorBody{Error: e.Error()}
-	if e.Kind != models.KindInternal && e.Kind != models.KindInvalid {
-		body.Code = e.Kind.String()
-	}
-	writeJSON(w, status, body)
+	writeJSON(w, status, errorBody{Error: e.Error(), Code: code})
 }
 
 // writeJSON encodes v with the status.
@@ -297,7 +305,7 @@ func Middleware(next http.Handler) http.Handler {
 				}
 				slog.Error("panic in handler", "request_id", rid, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
 				if rec.status == 0 {
-					writeJSON(rec, http.StatusInternalServerError, errorBody{Error: "internal error"})
+					writeJSON(rec, http.StatusInternalServerError, errorBody{Error: "internal error", Code: models.KindInternal.String()})
 				}
 			}
 			attrs := append([]any{"request_id", rid, "method", r.Method, "path", r.URL.Path, "status", rec.status,

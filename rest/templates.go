@@ -48,7 +48,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request, id *mode
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"ok": true, "template": t})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "template": t})
 	return nil
 }
 
@@ -83,7 +83,7 @@ func (s *Server) createVideoTemplate(w http.ResponseWriter, r *http.Request, id 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"ok": true, "template": t})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "template": t})
 	return nil
 }
 
@@ -127,11 +127,7 @@ func (s *Server) upsertHook(w http.ResponseWriter, r *http.Request, id *models.I
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, map[string]any{"ok": true, "hook": hook, "created": created})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "hook": hook, "created": created})
 	return nil
 }
 

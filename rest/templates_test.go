@@ -35,10 +35,10 @@ func tplVideo(slug string, cfg map[string]any) map[string]any {
 		"sample_video_url": "https://cdn.example.com/" + slug + ".mp4", "category": "promo", "generation_configs": []any{cfg}}
 }
 
-// tplCreate posts a template and returns its id, failing unless it answers 201.
+// tplCreate posts a template and returns its id, failing unless it answers 200.
 func (e *env) tplCreate(path, key string, body map[string]any) string {
 	e.t.Helper()
-	r := e.call("POST", path, key, body).expect(e.t, 201)
+	r := e.call("POST", path, key, body).expect(e.t, 200)
 	return r.JSON["template"].(map[string]any)["id"].(string)
 }
 
@@ -262,7 +262,7 @@ func TestTemplatePermissionsAndChanges(t *testing.T) {
 	}
 	inactive := tplImage("born-inactive", "x {title}")
 	inactive["active"] = false
-	if r := e.call("POST", "/api/templates", a, inactive).expect(t, 201); r.JSON["template"].(map[string]any)["active"] != false {
+	if r := e.call("POST", "/api/templates", a, inactive).expect(t, 200); r.JSON["template"].(map[string]any)["active"] != false {
 		t.Fatalf("created with active false: %s", r.Body)
 	}
 	if rows := e.tplRows("/api/templates?source=mine", a); rows["born-inactive"]["active"] != false {
@@ -468,7 +468,7 @@ func TestTemplateHooks(t *testing.T) {
 	}
 	e.call("GET", "/api/template-hooks", "", nil).expect(t, 401)
 
-	r := e.call("POST", "/api/template-hooks", a, map[string]any{"image_template_slug": "poster", "hook_type": "article", "hook_template_slug": "copy-1"}).expect(t, 201)
+	r := e.call("POST", "/api/template-hooks", a, map[string]any{"image_template_slug": "poster", "hook_type": "article", "hook_template_slug": "copy-1"}).expect(t, 200)
 	first := r.JSON["hook"].(map[string]any)
 	if r.JSON["created"] != true || first["enabled"] != true || first["note"] != "" || first["hook_template_slug"] != "copy-1" {
 		t.Fatalf("created hook = %s", r.Body)
@@ -483,7 +483,7 @@ func TestTemplateHooks(t *testing.T) {
 	if len(hooks) != 1 || hooks[0].(map[string]any)["hook_template_slug"] != "copy-2" {
 		t.Fatalf("hooks after two posts = %v, want one updated row", hooks)
 	}
-	e.call("POST", "/api/template-hooks", a, map[string]any{"image_template_slug": "poster", "hook_type": "video", "hook_template_slug": "clip"}).expect(t, 201)
+	e.call("POST", "/api/template-hooks", a, map[string]any{"image_template_slug": "poster", "hook_type": "video", "hook_template_slug": "clip"}).expect(t, 200)
 	if n := len(e.call("GET", "/api/template-hooks?image_template_slug=poster", a, nil).expect(t, 200).JSON["hooks"].([]any)); n != 2 {
 		t.Fatalf("hooks of poster = %d, want 2", n)
 	}
