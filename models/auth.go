@@ -31,8 +31,8 @@ const (
 	EmailCodeTTL = 10 * time.Minute
 	// MinPasswordLength is the shortest accepted password, in characters.
 	MinPasswordLength = 8
-	// maxPasswordBytes is bcrypt's input limit.
-	maxPasswordBytes = 72
+	// MaxPasswordBytes is the longest accepted password, in bytes: bcrypt's input limit.
+	MaxPasswordBytes = 72
 	// DeviceCodeTTL is how long a device authorization waits for approval.
 	DeviceCodeTTL = 10 * time.Minute
 	// DeviceInterval is the polling interval, in seconds, given to a device at the start.
@@ -124,8 +124,8 @@ func validPassword(field, pw string) error {
 	if utf8.RuneCountInString(pw) < MinPasswordLength {
 		return Invalid("%s must be at least %d characters", field, MinPasswordLength)
 	}
-	if len(pw) > maxPasswordBytes {
-		return Invalid("%s must be at most %d bytes", field, maxPasswordBytes)
+	if len(pw) > MaxPasswordBytes {
+		return Invalid("%s must be at most %d bytes", field, MaxPasswordBytes)
 	}
 	return nil
 }
@@ -360,7 +360,8 @@ func (a *App) Login(ctx context.Context, email, password, clientAddr string) (*L
 }
 
 // ChangePassword replaces a personal account's password after checking the old one. An account made by
-// third-party sign-in has no password yet and sets its first one with an empty old password.
+// third-party sign-in or by a claim redemption has no password yet and sets its first one with an empty
+// old password.
 func (a *App) ChangePassword(ctx context.Context, userID, oldPassword, newPassword string) error {
 	if err := validPassword("new_password", newPassword); err != nil {
 		return err
@@ -370,11 +371,11 @@ func (a *App) ChangePassword(ctx context.Context, userID, oldPassword, newPasswo
 		return Internal("password: look up user", err)
 	}
 	if u.PasswordHash != "" || oldPassword != "" {
-		hash := []byte(u.PasswordHash)
-		if len(hash) == 0 {
-			hash = dummyHash()
+		old := []byte(u.PasswordHash)
+		if len(old) == 0 {
+			old = dummyHash()
 		}
-		if bcrypt.CompareHashAndPassword(hash, []byte(oldPassword)) != nil || u.PasswordHash == "" {
+		if bcrypt.CompareHashAndPassword(old, []byte(oldPassword)) != nil || u.PasswordHash == "" {
 			return Forbidden("old_password is wrong")
 		}
 	}
@@ -382,14 +383,66 @@ func (a *App) ChangePassword(ctx context.Context, userID, oldPassword, newPasswo
 	if err != nil {
 		return Internal("password: hash", err)
 	}
-	res := a.DB.WithContext(ctx).Model(&User{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).
-		Updates(map[string]any{"password_hash": string(hash), "updated_at": a.Now()})
+	// The old password was checked outside the transaction (bcrypt is slow); the store is conditional on
+	// the hash it was checked against.
+	return a.Tx(ctx, func(tx *gorm.DB) error { return storePasswordTx(tx, &u, hash, a.Now()) })
+}
+
+// SetFirstPassword gives the personal account behind a personal-login token (the token a claim
+// redemption returns) its first password, so that its owner signs in later with the e-mail and the
+// password: console sign-in, device approval, POST /api/auth/login. The password follows the rules of
+// registration (at least MinPasswordLength characters, at most 72 bytes). A token that is not a
+// personal login is KindUnauthenticated; a disabled account KindForbidden; an account that has a
+// password already KindConflict (it changes it with the old one, POST /api/auth/password).
+func (a *App) SetFirstPassword(ctx context.Context, loginToken, password string) (*User, error) {
+	id, err := a.ResolveIdentity(ctx, loginToken)
+	if err != nil {
+		return nil, err
+	}
+	if id.Kind != IdentityUser {
+		return nil, Unauthenticated("a password is set with the login token of a personal account")
+	}
+	if err := validPassword("password", password); err != nil {
+		return nil, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return nil, Internal("password: hash", err)
+	}
+	var u User
+	err = a.Tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.First(&u, "id = ?", id.UserID).Error; err != nil {
+			return Internal("password: look up user", err)
+		}
+		if u.Disabled {
+			return errUserDisabled
+		}
+		if u.PasswordHash != "" {
+			return errPasswordSet
+		}
+		return storePasswordTx(tx, &u, hash, a.Now())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// errPasswordSet refuses a first password for an account that has one.
+var errPasswordSet = Conflict("this account has a password already: sign in with it, or change it with the old one (POST /api/auth/password)")
+
+// storePasswordTx replaces u's password hash by hash, provided it is still the one u was read with;
+// a concurrent change is KindConflict.
+func storePasswordTx(tx *gorm.DB, u *User, hash []byte, now time.Time) error {
+	res := tx.Model(&User{}).Where("id = ? AND password_hash = ?", u.ID, u.PasswordHash).
+		Updates(map[string]any{"password_hash": string(hash), "updated_at": now})
 	if res.Error != nil {
 		return Internal("password: store", res.Error)
 	}
 	if res.RowsAffected != 1 {
 		return Conflict("the password was changed meanwhile: try again")
 	}
+	u.PasswordHash = string(hash)
 	return nil
 }
 

@@ -138,6 +138,9 @@ type ClaimRedeemed struct {
 	Token          string             `json:"token"`
 	TokenExpiresAt time.Time          `json:"token_expires_at"`
 	LoginHint      string             `json:"login_hint"`
+	// PasswordSet tells the claim page whether the account has a password already (then the buyer signs
+	// in with it) or may set its first one with the token (SetFirstPassword).
+	PasswordSet bool `json:"-"`
 }
 
 // RedeemedCode is one code a buyer redeemed, in GET /api/claims.
@@ -589,29 +592,30 @@ func (a *App) RedeemClaim(ctx context.Context, in RedeemInput) (*ClaimRedeemed, 
 			return nil, err
 		}
 	}
-	tok, exp, err := a.claimLogin(ctx, userID)
+	tok, exp, hasPassword, err := a.claimLogin(ctx, userID)
 	if err != nil {
 		return nil, err
 	}
 	return &ClaimRedeemed{OK: true, Credits: c.Credits, Templates: claimRefs(presentTemplates(tpls)), TutorialPDF: c.tutorial(),
-		Token: tok, TokenExpiresAt: exp, LoginHint: claimLoginHint(in.Email)}, nil
+		Token: tok, TokenExpiresAt: exp, LoginHint: claimLoginHint(in.Email), PasswordSet: hasPassword}, nil
 }
 
-// claimLogin issues the redemption's login token for the user, valid ClaimLoginTTL; a disabled account
-// (a repeated redemption after an administrator disabled it) gets none.
-func (a *App) claimLogin(ctx context.Context, userID string) (string, time.Time, error) {
+// claimLogin issues the redemption's login token for the user, valid ClaimLoginTTL, and tells whether
+// the account has a password; a disabled account (a repeated redemption after an administrator disabled
+// it) gets none.
+func (a *App) claimLogin(ctx context.Context, userID string) (string, time.Time, bool, error) {
 	var u User
-	if err := a.DB.WithContext(ctx).Select("id, disabled").First(&u, "id = ?", userID).Error; err != nil {
-		return "", time.Time{}, Internal("claim: read user", err)
+	if err := a.DB.WithContext(ctx).Select("id, disabled, password_hash").First(&u, "id = ?", userID).Error; err != nil {
+		return "", time.Time{}, false, Internal("claim: read user", err)
 	}
 	if u.Disabled {
-		return "", time.Time{}, errUserDisabled
+		return "", time.Time{}, false, errUserDisabled
 	}
 	tok, exp, err := a.IssueUserToken(u.ID, ClaimLoginTTL)
 	if err != nil {
-		return "", time.Time{}, Internal("claim: issue token", err)
+		return "", time.Time{}, false, Internal("claim: issue token", err)
 	}
-	return tok, exp.UTC(), nil
+	return tok, exp.UTC(), u.PasswordHash != "", nil
 }
 
 // errUserDisabled refuses a redemption for the disabled personal account of the e-mail.
@@ -675,7 +679,8 @@ func (a *App) grantClaimTx(tx *gorm.DB, c *ClaimCode, u *User, in RedeemInput, t
 // claimLoginHint tells the buyer how to use the token and how to sign in later.
 func claimLoginHint(email string) string {
 	return fmt.Sprintf("token 是 %s 的登录凭证，%d 小时内有效：请求时带上 Authorization: Bearer <token>，"+
-		"GET /api/claims 查看已领取的模板。过期后请以该邮箱登录（studio login）。", email, int(ClaimLoginTTL.Hours()))
+		"GET /api/claims 查看已领取的模板。有效期内在领取页设置密码（或 POST /api/auth/password，old_password 留空），"+
+		"之后以该邮箱和密码登录（控制台 /login，或 studio login）。", email, int(ClaimLoginTTL.Hours()))
 }
 
 // UserClaims returns what a personal login holds through claims (GET /api/claims): the granted

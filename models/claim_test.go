@@ -262,3 +262,43 @@ func TestClaimUserClaimsShowsPrompts(t *testing.T) {
 		t.Fatalf("claimed template as the buyer sees it: locked %v, configs %+v", got.Templates[0].Locked, cfgs)
 	}
 }
+
+func TestClaimBuyerSetsAFirstPassword(t *testing.T) {
+	app := newApp(t)
+	ctx := context.Background()
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
+	code := newClaim(t, app, tenant, 10, platformTemplate(t, app, "poster"))
+	red, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "Bo@Example.com"})
+	if err != nil || red.PasswordSet {
+		t.Fatalf("redeem: %v, password set %v", err, red != nil && red.PasswordSet)
+	}
+	if _, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); models.KindOf(err) != models.KindUnauthenticated {
+		t.Fatalf("a buyer without a password signed in: %v", err)
+	}
+	for _, bad := range []string{"short", strings.Repeat("长", 25)} { // 7 characters; 25 characters of 75 bytes
+		if _, err := app.SetFirstPassword(ctx, red.Token, bad); models.KindOf(err) != models.KindInvalid {
+			t.Fatalf("password %q: %v, want invalid", bad, err)
+		}
+	}
+	if _, err := app.SetFirstPassword(ctx, "not a token", "long enough"); models.KindOf(err) != models.KindUnauthenticated {
+		t.Fatalf("a wrong token: %v, want unauthenticated", err)
+	}
+	u, err := app.SetFirstPassword(ctx, red.Token, "long enough")
+	if err != nil || u.Email != "bo@example.com" {
+		t.Fatalf("first password: %v %+v", err, u)
+	}
+	if got, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil || got.ID != u.ID {
+		t.Fatalf("sign-in with the new password: %v", err)
+	}
+	// The token cannot replace it: whoever learns the code and the e-mail gets a token, not the account.
+	if _, err := app.SetFirstPassword(ctx, red.Token, "another password"); models.KindOf(err) != models.KindConflict {
+		t.Fatalf("second first password: %v, want conflict", err)
+	}
+	again, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "bo@example.com"})
+	if err != nil || !again.PasswordSet {
+		t.Fatalf("redeem again: %v, password set %v", err, again != nil && again.PasswordSet)
+	}
+	if _, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil {
+		t.Fatalf("the first password no longer works: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,7 +15,9 @@ import (
 
 // Claim landing pages: {claim_site_url}/claim/<code>. A buyer sees what the code gives (models
 // PreviewClaim), redeems it with a nickname and an e-mail (models RedeemClaim, the core of POST
-// /api/promo-claims), and gets the login token, how to sign in, and the tutorial PDF as the last step.
+// /api/promo-claims), and gets how to sign in, a form to set the account's first password (models
+// SetFirstPassword, authorised by the redemption's login token), and the tutorial PDF as the last step.
+// The login token itself and the API hint for integrators stay in collapsed sections.
 // The pages are public and written in Chinese, for the buyers the codes are sold to (lang="zh-CN").
 //
 // These pages have no session: the redeem form carries a token signed with the service secret
@@ -29,7 +32,7 @@ const claimFormTTL = 2 * time.Hour
 type claimView struct {
 	Chrome    chrome
 	Code      string
-	State     string // active | used | disabled | unknown | redeemed
+	State     string // active | used | disabled | unknown | redeemed | password | password-set
 	Preview   *models.ClaimPreview
 	FormToken string
 	Nickname  string
@@ -37,6 +40,8 @@ type claimView struct {
 	Error     string
 	Redeemed  *models.ClaimRedeemed
 	LoginURL  string
+	// LoginToken is the redemption's login token, carried by the password form (State "password").
+	LoginToken string
 }
 
 // claimPage shows the benefit list and the redeem form of a code, or why it cannot be redeemed.
@@ -83,6 +88,56 @@ func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 	p.State, p.Redeemed = "redeemed", out
 	w.Header().Set("Cache-Control", "no-store")
 	c.render(w, r, http.StatusOK, claimPage(p))
+}
+
+// claimPassword sets the first password of the buyer's account with the redemption's login token
+// (models SetFirstPassword); a refusal shows the password form again with the reason.
+func (c *Console) claimPassword(w http.ResponseWriter, r *http.Request) {
+	c.headers(w)
+	w.Header().Set("Cache-Control", "no-store")
+	p := c.claimView(mux.Vars(r)["code"])
+	p.State = "password"
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		p.Error = "无法读取表单，请刷新页面后重试。"
+		c.render(w, r, http.StatusBadRequest, claimPage(p))
+		return
+	}
+	p.LoginToken = strings.TrimSpace(r.PostFormValue("login_token"))
+	password := r.PostFormValue("password")
+	if password != r.PostFormValue("password_confirm") {
+		p.Error = "两次输入的密码不一致，请重新输入。"
+		c.render(w, r, http.StatusBadRequest, claimPage(p))
+		return
+	}
+	u, err := c.app.SetFirstPassword(r.Context(), p.LoginToken, password)
+	if err != nil {
+		status, msg := c.claimPasswordError(r, err)
+		p.Error = msg
+		if models.KindOf(err) == models.KindConflict || models.KindOf(err) == models.KindUnauthenticated {
+			p.LoginToken = "" // nothing left to do with this form
+		}
+		c.render(w, r, status, claimPage(p))
+		return
+	}
+	p.State, p.Email = "password-set", u.Email
+	c.render(w, r, http.StatusOK, claimPage(p))
+}
+
+// claimPasswordError turns a refused password into the page's status and a Chinese sentence.
+func (c *Console) claimPasswordError(r *http.Request, err error) (int, string) {
+	status, _ := pageError(r, err)
+	switch models.KindOf(err) {
+	case models.KindInvalid:
+		return status, fmt.Sprintf("密码需要至少 %d 个字符，最长 %d 个字节（约 %d 个汉字），请重新输入。", models.MinPasswordLength, models.MaxPasswordBytes, models.MaxPasswordBytes/3)
+	case models.KindUnauthenticated:
+		return status, "设置密码的期限已过。请回到领取页，用领取时的邮箱再次提交，然后设置密码。"
+	case models.KindConflict:
+		return status, "该账号已经设置过密码，请直接用邮箱和密码登录。"
+	case models.KindForbidden:
+		return status, "该邮箱对应的账号已停用，请联系客服。"
+	}
+	return status, "设置密码失败，请稍后再试。"
 }
 
 // claimView returns an empty claim page for a code.

@@ -54,6 +54,7 @@ func (c *Console) Register(r *mux.Router) {
 	r.HandleFunc("/logout", c.page("", c.signOut)).Methods(http.MethodPost)
 	r.HandleFunc("/claim/{code}", c.claimPage).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/claim/{code}", c.claimRedeem).Methods(http.MethodPost)
+	r.HandleFunc("/claim/{code}/password", c.claimPassword).Methods(http.MethodPost)
 	c.registerTenant(r)
 	c.registerAdmin(r)
 }

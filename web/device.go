@@ -14,6 +14,7 @@ type devicePage struct {
 	CSRF       string
 	SignedInAs string // e-mail of the browser session's account; empty when not signed in
 	OIDCURL    string // third-party sign-in link; empty when not configured
+	SignInURL  string // the console sign-in page, returning here (with the user code) afterwards
 	Error      string
 	Done       string // "approved" or "denied" once decided
 }
@@ -78,11 +79,14 @@ func (s *Server) devicePage(w http.ResponseWriter, r *http.Request, userCode str
 	}
 	if u := s.sessionUser(r); u != nil {
 		p.SignedInAs = u.Email
-	} else if s.app.OIDCEnabled() {
-		back := models.DeviceVerificationPath
-		if p.UserCode != "" {
-			back += "?user_code=" + url.QueryEscape(p.UserCode)
-		}
+		return p
+	}
+	back := models.DeviceVerificationPath
+	if p.UserCode != "" {
+		back += "?user_code=" + url.QueryEscape(p.UserCode)
+	}
+	p.SignInURL = "/login?next=" + url.QueryEscape(back)
+	if s.app.OIDCEnabled() {
 		p.OIDCURL = "/api/auth/oidc/start?return=" + url.QueryEscape(back)
 	}
 	return p

@@ -34,7 +34,7 @@ type signInView struct {
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	if sess, err := c.session(r); err == nil {
-		http.Redirect(w, r, homeOf(&sess.Identity), http.StatusSeeOther)
+		http.Redirect(w, r, returnPath(r.URL.Query().Get("next"), &sess.Identity), http.StatusSeeOther)
 		return
 	}
 	p := c.signInForm(w, r, r.URL.Query().Get("next"))
@@ -78,13 +78,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: models.SessionCookie, Value: cookie, Path: "/", HttpOnly: true, Secure: c.secure(),
 		SameSite: http.SameSiteLaxMode, MaxAge: int(models.SessionTTL / time.Second)})
-	target := "/console"
+	target := consolePrefix
 	if sess, err := c.app.ResolveSession(r.Context(), cookie); err == nil {
-		target = homeOf(&sess.Identity)
-	}
-	if next := p.Next; next != "" && models.SafeReturnPath(next) &&
-		(strings.HasPrefix(next, consolePrefix) || strings.HasPrefix(next, adminPrefix)) {
-		target = next
+		target = returnPath(p.Next, &sess.Identity)
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
@@ -99,6 +95,17 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request, _ *visit) erro
 	clearSessionCookie(w, c.secure())
 	http.Redirect(w, r, "/login?signed_out=1", http.StatusSeeOther)
 	return nil
+}
+
+// returnPath is where a sign-in sends the browser: next when it is a page of the console, of the
+// administrator or the device approval page (with its query: the user code), else the identity's start page.
+func returnPath(next string, id *models.Identity) string {
+	if next != "" && models.SafeReturnPath(next) && (strings.HasPrefix(next, consolePrefix) ||
+		strings.HasPrefix(next, adminPrefix) || next == models.DeviceVerificationPath ||
+		strings.HasPrefix(next, models.DeviceVerificationPath+"?")) {
+		return next
+	}
+	return homeOf(id)
 }
 
 // homeOf is the start page of an identity.
