@@ -9,11 +9,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
@@ -52,22 +56,26 @@ var generating = []models.IdentityKind{models.IdentityTenant, models.IdentityAcc
 // checkChatBody validates a chat/completions body before routing, so that a client's mistake is a 400
 // and not an upstream failure: a JSON object with model service-auto, a non-empty messages array and
 // a boolean stream, if any. gjson validates and reads the few fields without decoding the messages,
-// which may be long. Whether the answer is streamed is then read from the upstream's answer.
-func checkChatBody(body []byte) error {
+// which may be long. Whether the answer is streamed is then read from the upstream's answer. It
+// reports whether a stream asks for a usage chunk (stream_options.include_usage).
+func checkChatBody(body []byte) (includeUsage bool, err error) {
 	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		return models.Invalid("the body must be a JSON object (OpenAI chat completions request)")
+		return false, models.Invalid("the body must be a JSON object (OpenAI chat completions request)")
 	}
-	fields := gjson.GetManyBytes(body, "model", "messages", "stream")
+	fields := gjson.GetManyBytes(body, "model", "messages", "stream", "stream_options.include_usage")
 	if model := fields[0]; model.Type != gjson.String || model.Str != ChatModel {
-		return models.Invalid("model must be %q: smart routing chooses the model and provider, so do not name a specific model", ChatModel)
+		return false, models.Invalid("model must be %q: smart routing chooses the model and provider, so do not name a specific model", ChatModel)
 	}
 	if m := fields[1]; !m.IsArray() || m.Get("#").Int() == 0 {
-		return models.Invalid("messages must be a non-empty array of chat messages")
+		return false, models.Invalid("messages must be a non-empty array of chat messages")
 	}
 	if s := fields[2]; s.Exists() && s.Type != gjson.True && s.Type != gjson.False && s.Type != gjson.Null {
-		return models.Invalid("stream must be true or false")
+		return false, models.Invalid("stream must be true or false")
 	}
-	return nil
+	if u := fields[3]; u.Exists() && u.Type != gjson.True && u.Type != gjson.False && u.Type != gjson.Null {
+		return false, models.Invalid("stream_options.include_usage must be true or false")
+	}
+	return fields[3].Type == gjson.True, nil
 }
 
 // RelayChat relays an OpenAI chat/completions body (model service-auto) to a chat upstream chosen by
@@ -78,11 +86,13 @@ func (s *Service) RelayChat(ctx context.Context, id *models.Identity, body []byt
 	if !id.Is(generating...) {
 		return models.Forbidden("only tenant keys, member keys and personal logins can chat")
 	}
-	if err := checkChatBody(body); err != nil {
+	includeUsage, err := checkChatBody(body)
+	if err != nil {
 		return err
 	}
-	r := &chatRelay{w: w}
-	err := s.Engine.Run(ctx, chatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
+	r := &chatRelay{w: w, request: body, includeUsage: includeUsage}
+	err = s.Engine.Run(ctx, chatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
+		r.reset()
 		resp, err := u.Chat().Relay(ctx, body)
 		if err != nil {
 			return err
@@ -122,6 +132,88 @@ type chatRelay struct {
 	rc      *http.ResponseController
 	started bool // the status line was written: no error answer, no fallback
 	stream  bool // the answer is server-sent events
+
+	// Usage (OpenAI's usage object): every whole answer has one, and a stream ends with a usage chunk
+	// when the request set stream_options.include_usage. An upstream's own usage is passed on; when it
+	// gives none the relay adds an estimate (about four characters a token).
+	request      []byte
+	includeUsage bool
+	sawUsage     bool            // a relayed chunk carried a usage object
+	completion   strings.Builder // streamed content so far, to estimate completion tokens
+	chunkID      string          // id and created of the stream's chunks, repeated in the usage chunk
+	created      int64
+}
+
+// reset forgets what an attempt that did not start the answer saw.
+func (r *chatRelay) reset() {
+	r.sawUsage, r.chunkID, r.created = false, "", 0
+	r.completion.Reset()
+}
+
+// estimateTokens estimates the tokens of a text: about four characters a token, at least one.
+func estimateTokens(text string) int {
+	return utf8.RuneCountInString(text)/4 + 1
+}
+
+// promptText returns the text of the request's messages (string contents and text parts).
+func promptText(request []byte) string {
+	var b strings.Builder
+	gjson.GetBytes(request, "messages").ForEach(func(_, m gjson.Result) bool {
+		c := m.Get("content")
+		if c.Type == gjson.String {
+			b.WriteString(c.Str)
+		} else {
+			for _, part := range c.Get("#.text").Array() {
+				b.WriteString(part.String())
+			}
+		}
+		b.WriteByte('\n')
+		return true
+	})
+	return b.String()
+}
+
+// usageJSON returns an estimated OpenAI usage object for the request and a completion.
+func (r *chatRelay) usageJSON(completion string) []byte {
+	p, c := estimateTokens(promptText(r.request)), estimateTokens(completion)
+	return []byte(`{"prompt_tokens":` + strconv.Itoa(p) + `,"completion_tokens":` + strconv.Itoa(c) + `,"total_tokens":` + strconv.Itoa(p+c) + `}`)
+}
+
+// watchChunk notes what a relayed data payload says about usage: its usage object, if any, and its
+// content delta. It reads only when the request asked for a usage chunk.
+func (r *chatRelay) watchChunk(payload []byte) {
+	if !r.includeUsage {
+		return
+	}
+	f := gjson.GetManyBytes(payload, "usage", "id", "created", "choices.#.delta.content")
+	if f[0].IsObject() {
+		r.sawUsage = true
+	}
+	if r.chunkID == "" && f[1].Type == gjson.String {
+		r.chunkID, r.created = f[1].Str, f[2].Int()
+	}
+	for _, c := range f[3].Array() {
+		r.completion.WriteString(c.String())
+	}
+}
+
+// usageChunk returns the final usage chunk of a stream (empty choices, usage estimated), or nothing
+// when it was not asked for or the upstream sent its own.
+func (r *chatRelay) usageChunk() []byte {
+	if !r.includeUsage || r.sawUsage {
+		return nil
+	}
+	id := r.chunkID
+	if id == "" {
+		id = "chatcmpl-relay"
+	}
+	created := r.created
+	if created == 0 {
+		created = time.Now().Unix()
+	}
+	idJSON, _ := json.Marshal(id)
+	return []byte(`data: {"id":` + string(idJSON) + `,"object":"chat.completion.chunk","created":` + strconv.FormatInt(created, 10) +
+		`,"model":"` + ChatModel + `","choices":[],"usage":` + string(r.usageJSON(r.completion.String())) + "}\n\n")
 }
 
 // start commits the attempt and writes the status line and the relay's own headers (never the
@@ -164,6 +256,15 @@ func (r *chatRelay) relayJSON(ctx context.Context, u *upstream.Upstream, resp *h
 	}
 	if !json.Valid(data) {
 		return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "bad_json", Message: "the answer is not JSON"}
+	}
+	if f := gjson.GetManyBytes(data, "usage", "choices"); !f[0].IsObject() && f[1].IsArray() {
+		var content strings.Builder
+		for _, c := range f[1].Get("#.message.content").Array() {
+			content.WriteString(c.String())
+		}
+		if withUsage, err := sjson.SetRawBytes(data, "usage", r.usageJSON(content.String())); err == nil {
+			data = withUsage
+		}
 	}
 	buf := getBuffer()
 	defer putBuffer(buf)
@@ -235,8 +336,12 @@ func (r *chatRelay) relayStream(ctx context.Context, u *upstream.Upstream, body 
 		}
 		if len(line) > 0 {
 			if bytes.HasPrefix(line, dataPrefix) {
-				if string(bytes.TrimSpace(line[len(dataPrefix):])) == "[DONE]" {
+				payload := bytes.TrimSpace(line[len(dataPrefix):])
+				if string(payload) == "[DONE]" {
 					done = true
+					*out = append(*out, r.usageChunk()...)
+				} else {
+					r.watchChunk(payload)
 				}
 				*out = rewriteModels(*out, line)
 			} else {
@@ -267,6 +372,7 @@ func (r *chatRelay) relayStream(ctx context.Context, u *upstream.Upstream, body 
 		if len(*out) > 0 && !bytes.HasSuffix(*out, []byte("\n\n")) {
 			*out = append(*out, '\n')
 		}
+		*out = append(*out, r.usageChunk()...)
 		*out = append(*out, "data: [DONE]\n\n"...)
 	}
 	if !r.started {
@@ -510,4 +616,24 @@ func (s *Service) ModelCatalogue(mediaType string) (any, error) {
 		channels = append(channels, models.ModelChannel{Name: u.Name, Family: u.Family, Capabilities: caps, Available: active[u.Name]})
 	}
 	return models.NewImageModels(channels), nil
+}
+
+// ChatModels returns what the OpenAI-style GET /api/models lists: service-auto, the only model the
+// relay accepts, then the families of the chat upstreams in rotation that it routes over (sorted).
+// Upstream channel, provider and model names are left out.
+func (s *Service) ChatModels() []string {
+	active := map[string]bool{}
+	for _, st := range s.Engine.List() {
+		active[st.Name] = st.State == routing.StateActive
+	}
+	seen := map[string]bool{ChatModel: true}
+	var families []string
+	for _, u := range s.Engine.Registry().Current().All {
+		if u.Media == upstream.MediaChat && active[u.Name] && u.Family != "" && !seen[u.Family] {
+			seen[u.Family] = true
+			families = append(families, u.Family)
+		}
+	}
+	sort.Strings(families)
+	return append([]string{ChatModel}, families...)
 }

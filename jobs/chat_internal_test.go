@@ -44,8 +44,9 @@ func TestCheckChatBody(t *testing.T) {
 		{`{"model":"service-auto","messages":{}}`, "messages"},
 		{`{"model":"service-auto"`, "JSON object"},
 		{`"service-auto"`, "JSON object"},
+		{ok + `,"stream":true,"stream_options":{"include_usage":"yes"}}`, "include_usage"},
 	} {
-		err := checkChatBody([]byte(c.body))
+		_, err := checkChatBody([]byte(c.body))
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%s: %v, want no error", c.body, err)

@@ -15,7 +15,7 @@ const maxChatBody = 16 << 20
 // registerChat adds the chat relay and the agent proxy (spec 4.15).
 func (s *Server) registerChat(api *mux.Router) {
 	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	api.HandleFunc("/chat/completions", s.authed(s.chatCompletions, gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/chat/completions", s.openAI(s.chatCompletions, gen...)).Methods(http.MethodPost)
 	api.HandleFunc("/chat", s.authed(s.agentChat, gen...)).Methods(http.MethodPost)
 }
 

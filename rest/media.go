@@ -8,4 +8,5 @@ func (s *Server) registerMedia(api *mux.Router) {
 	s.registerReverse(api)
 	s.registerChat(api)
 	s.registerModels(api)
+	s.registerOpenAIModels(api)
 }

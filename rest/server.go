@@ -97,18 +97,23 @@ func (s *Server) public(h func(w http.ResponseWriter, r *http.Request) error) ht
 
 // authed wraps an endpoint open to the given identity kinds: 401 without a valid credential, 403 for another kind.
 func (s *Server) authed(h handler, kinds ...models.IdentityKind) http.HandlerFunc {
+	return s.guard(writeError, h, kinds...)
+}
+
+// guard authenticates and authorises a request, then runs h; every error is answered by fail.
+func (s *Server) guard(fail func(http.ResponseWriter, *http.Request, error), h handler, kinds ...models.IdentityKind) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.identify(r)
 		if err != nil {
-			writeError(w, r, err)
+			fail(w, r, err)
 			return
 		}
 		if !id.Is(kinds...) {
-			writeError(w, r, forbiddenFor(id, r))
+			fail(w, r, forbiddenFor(id, r))
 			return
 		}
 		if err := h(w, r, id); err != nil {
-			writeError(w, r, err)
+			fail(w, r, err)
 		}
 	}
 }
@@ -186,16 +191,23 @@ func statusOf(k models.Kind) (status int, code string) {
 	return status, k.String()
 }
 
-// writeError writes {"error": ...} with the status of the error's kind; internal causes go to the log only.
+// writeError writes {"error": ..., "code": ...} with the status of the error's kind; internal causes go
+// to the log only.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var e *models.Error
+	e, status, code := answerOf(w, r, err)
+	writeJSON(w, status, errorBody{Error: e.Error(), Code: code})
+}
+
+// answerOf returns the core error of err with its status and code, logs a server-side failure and sets
+// Retry-After: what every error answer shares, whatever its body's shape.
+func answerOf(w http.ResponseWriter, r *http.Request, err error) (e *models.Error, status int, code string) {
 	if !errors.As(err, &e) {
 		e = models.Internal("handler", err)
 	}
 	if e.Kind == models.KindInternal && models.Unreachable(e.Err) {
 		e = models.Internal("handler", e.Err)
 	}
-	status, code := statusOf(e.Kind)
+	status, code = statusOf(e.Kind)
 	if status >= 500 {
 		cause := error(e)
 		if e.Err != nil {
@@ -206,7 +218,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	writeJSON(w, status, errorBody{Error: e.Error(), Code: code})
+	return e, status, code
 }
 
 // writeJSON encodes v with the status.
