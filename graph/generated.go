@@ -7363,11 +7363,11 @@ func (ec *executionContext) _StatsTenant_quotaMonthly(ctx context.Context, field
 			return obj.QuotaMonthly, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
-			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_StatsTenant_quotaMonthly(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -14214,7 +14214,7 @@ func (ec *executionContext) _StatsTenant(ctx context.Context, sel ast.SelectionS
 			}
 		case "quotaMonthly":
 			out.Values[i] = ec._StatsTenant_quotaMonthly(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "usedMonth":

@@ -25,10 +25,10 @@ type StatsView struct {
 // StatsTenant is the tenant part of the statistics: its name, monthly quota and credits.
 type StatsTenant struct {
 	Name string `json:"name"`
-	// QuotaMonthly is nil when the tenant has no monthly quota.
-	QuotaMonthly *int64 `json:"quota_monthly"`
-	UsedMonth    int64  `json:"used_month"`
-	Credits      int64  `json:"credits"`
+	// QuotaMonthly is the tenant's monthly credit quota, 0 when it has none (spec 2.6: a number).
+	QuotaMonthly int64 `json:"quota_monthly"`
+	UsedMonth    int64 `json:"used_month"`
+	Credits      int64 `json:"credits"`
 }
 
 // StatsMine is the tenant's own activity in the window.
@@ -73,7 +73,10 @@ func (a *App) TenantStats(ctx context.Context, tenantID string, hours int) (*Sta
 	now := a.Now().UTC()
 	since := now.Add(-time.Duration(hours) * time.Hour)
 	v := &StatsView{WindowHours: hours, GeneratedAt: now.Truncate(time.Second),
-		Tenant: StatsTenant{Name: t.Name, QuotaMonthly: t.QuotaMonthly, Credits: t.Balance()}}
+		Tenant: StatsTenant{Name: t.Name, Credits: t.Balance()}}
+	if t.QuotaMonthly != nil {
+		v.Tenant.QuotaMonthly = *t.QuotaMonthly
+	}
 	if t.UsedMonthKey == monthKey(now) {
 		v.Tenant.UsedMonth = t.UsedMonth
 	}

@@ -55,7 +55,7 @@ func TestTenantStatsFromJobRecords(t *testing.T) {
 	if v.WindowHours != 24 || !v.GeneratedAt.Equal(now) {
 		t.Errorf("window %d at %s", v.WindowHours, v.GeneratedAt)
 	}
-	if v.Tenant.Name != "Acme" || v.Tenant.QuotaMonthly == nil || *v.Tenant.QuotaMonthly != 1000 || v.Tenant.UsedMonth != 3 || v.Tenant.Credits != 37 {
+	if v.Tenant.Name != "Acme" || v.Tenant.QuotaMonthly != 1000 || v.Tenant.UsedMonth != 3 || v.Tenant.Credits != 37 {
 		t.Errorf("tenant = %+v", v.Tenant)
 	}
 	want := models.StatsJobs{Total: 22, Done: 20, Failed: 1, Processing: 1, SuccessRate: 20.0 / 21.0, P95MS: 1900}
@@ -80,7 +80,7 @@ func TestTenantStatsFromJobRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if empty.Tenant.QuotaMonthly != nil || empty.Mine.Jobs.Total != 0 || empty.Mine.Jobs.SuccessRate != 0 || empty.Mine.Jobs.P95MS != 0 {
+	if empty.Tenant.QuotaMonthly != 0 || empty.Mine.Jobs.Total != 0 || empty.Mine.Jobs.SuccessRate != 0 || empty.Mine.Jobs.P95MS != 0 {
 		t.Errorf("tenant without jobs in the last hour: %+v", empty)
 	}
 }

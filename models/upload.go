@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path"
 	"strings"
 	"time"
 
@@ -173,6 +174,44 @@ func (a *App) UploadFile(ctx context.Context, store media.Store, id *Identity, w
 		return nil, asCoreError("upload: record", err)
 	}
 	return row, nil
+}
+
+// MoveUploadToWorkspace puts an upload the identity has just stored into a workspace's subfolder, for a
+// multipart body that names its workspace_id after the file: the object is copied under the workspace's
+// folder with the same name, the row follows it, and the old object is removed. It returns the moved row.
+func (a *App) MoveUploadToWorkspace(ctx context.Context, store media.Store, id *Identity, up *Upload, workspace string) (*Upload, error) {
+	prefix, err := uploadPrefix(id, workspace)
+	if err != nil {
+		return nil, err
+	}
+	key, err := media.JoinKey(append(strings.Split(prefix, "/"), path.Base(up.Key))...)
+	if err != nil {
+		return nil, Internal("upload: key", err)
+	}
+	if key == up.Key {
+		return up, nil
+	}
+	rc, _, err := store.Open(ctx, up.Key)
+	if err != nil {
+		return nil, Internal("upload: open stored file", err)
+	}
+	err = store.Put(ctx, key, rc, up.Size, up.MIME)
+	rc.Close()
+	if err != nil {
+		return nil, Internal("upload: store in workspace", err)
+	}
+	moved := *up
+	moved.Key, moved.URL = key, store.URL(key)
+	res := a.DB.WithContext(ctx).Model(&Upload{}).Where("id = ? AND key = ?", up.ID, up.Key).Updates(map[string]any{"key": moved.Key, "url": moved.URL})
+	if res.Error != nil || res.RowsAffected != 1 {
+		a.deleteObject(ctx, store, key)
+		if res.Error == nil {
+			return nil, NotFound("upload not found")
+		}
+		return nil, Internal("upload: move row", res.Error)
+	}
+	a.deleteObject(ctx, store, up.Key)
+	return &moved, nil
 }
 
 // deleteObject removes a stored object that must not stay, logging a failure.

@@ -129,3 +129,36 @@ func TestArticleFallsBackOnAnUnusableAnswer(t *testing.T) {
 	r := e2.call("POST", "/api/article", key2, map[string]any{"template_slug": "copy", "input": map[string]any{"product": "cup"}}).expect(t, 503)
 	leaks(t, r.Body, "chat-bad", "Sorry")
 }
+
+func TestBuiltinCopyHasARealTitle(t *testing.T) {
+	e := newEnv(t) // the built-in upstreams
+	_, key := e.tenant("Acme", 10)
+	for _, c := range []struct {
+		name, template, product, subject string
+		instruction                      []string
+	}{
+		{"chinese", "为{product}写一篇小红书笔记，突出316不锈钢内胆和12小时保温，适合上班族", "我们的新款保温杯", "新款保温杯", []string{"写一篇", "笔记", "突出"}},
+		{"english", "Write a xiaohongshu note about {product} that keeps drinks cold for 24 hours", "our new insulated steel bottle", "Insulated Steel Bottle", []string{"Write", "note about", "keeps"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tpl := tplCopy("copy-"+c.name, "xiaohongshu")
+			tpl["generation_configs"].([]any)[0].(map[string]any)["prompt_template"] = c.template
+			e.tplCreate("/api/templates", key, tpl)
+			r := e.call("POST", "/api/article", key, map[string]any{"template_slug": "copy-" + c.name,
+				"input": map[string]any{"product": c.product}}).expect(t, 200)
+			title := r.str("title")
+			prompt := strings.ReplaceAll(c.template, "{product}", c.product)
+			if title == "" || strings.HasPrefix(prompt, title) || !strings.Contains(title, c.subject) {
+				t.Fatalf("title = %q, want a headline about %q, not the prompt cut short (%q)", title, c.subject, prompt)
+			}
+			for _, w := range c.instruction {
+				if strings.Contains(title, w) {
+					t.Errorf("title %q repeats the request's words %q", title, w)
+				}
+			}
+			if r.str("body") == "" {
+				t.Errorf("empty body: %s", r.Body)
+			}
+		})
+	}
+}

@@ -339,7 +339,7 @@ func TestTenantStatsEndpoint(t *testing.T) {
 	}
 	o := e.call("GET", "/api/tenant-stats", otherKey, nil).expect(t, 200)
 	oj := o.JSON["mine"].(map[string]any)["jobs"].(map[string]any)
-	if oj["total"] != 0.0 || o.JSON["tenant"].(map[string]any)["quota_monthly"] != nil || o.JSON["mine"].(map[string]any)["charged_cny"] != 0.0 {
+	if oj["total"] != 0.0 || o.JSON["tenant"].(map[string]any)["quota_monthly"] != 0.0 || o.JSON["mine"].(map[string]any)["charged_cny"] != 0.0 {
 		t.Errorf("another tenant's stats = %s", o.Body)
 	}
 }

@@ -52,8 +52,9 @@ func uploadAnswer(u *models.Upload) uploadResponse {
 	return uploadResponse{OK: true, URL: u.URL, MediaType: u.MediaType, MIME: u.MIME}
 }
 
-// uploadRef streams the multipart field `file` into the media store; `workspace_id`, when sent, must come
-// before `file` (as with S3 POST uploads), so that nothing has to be held back. Other fields are ignored.
+// uploadRef streams the multipart field `file` into the media store. `workspace_id` may come before or
+// after `file`: before, the file is streamed straight into the workspace's folder; after, the stored
+// file is moved there. Other fields are ignored.
 func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	body := newUploadBody(w, http.MaxBytesReader(w, r.Body, maxUploadBody))
 	r.Body = body
@@ -62,8 +63,9 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 		return models.Invalid("send the file as multipart/form-data in a field named file")
 	}
 	var (
-		workspace string
-		up        *models.Upload
+		workspace     string
+		seenWorkspace bool
+		up            *models.Upload
 	)
 	// fail reports err and removes a file already stored by this request.
 	fail := func(err error) error {
@@ -84,17 +86,25 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 		}
 		switch part.FormName() {
 		case "workspace_id":
-			if up != nil {
-				return fail(models.Invalid("send workspace_id before file in the multipart body"))
+			if seenWorkspace {
+				return fail(models.Invalid("send workspace_id once"))
 			}
+			seenWorkspace = true
 			b, err := io.ReadAll(io.LimitReader(part, models.MaxWorkspaceIDLen+1))
 			if err != nil {
 				return fail(err)
 			}
 			if err := models.CheckWorkspaceID(string(b)); err != nil {
-				return err
+				return fail(err)
 			}
 			workspace = string(b)
+			if up != nil {
+				moved, err := s.app.MoveUploadToWorkspace(r.Context(), s.opts.Media, id, up, workspace)
+				if err != nil {
+					return fail(err)
+				}
+				up = moved
+			}
 		case "file":
 			if up != nil {
 				return fail(models.Invalid("send one file per request"))

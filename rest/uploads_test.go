@@ -359,7 +359,8 @@ func TestUploadRefusesBadInput(t *testing.T) {
 		{"workspace with a slash", []formField{textField("workspace_id", "a/b"), fileField("a.png", "image/png", samplePNG())}, 400, "workspace_id"},
 		{"workspace with dots", []formField{textField("workspace_id", ".."), fileField("a.png", "image/png", samplePNG())}, 400, "workspace_id"},
 		{"workspace too long", []formField{textField("workspace_id", strings.Repeat("w", 65)), fileField("a.png", "image/png", samplePNG())}, 400, "at most 64"},
-		{"workspace after file", []formField{fileField("a.png", "image/png", samplePNG()), textField("workspace_id", "ws1")}, 400, "before file"},
+		{"bad workspace after file", []formField{fileField("a.png", "image/png", samplePNG()), textField("workspace_id", "a/b")}, 400, "workspace_id"},
+		{"workspace twice", []formField{textField("workspace_id", "ws1"), fileField("a.png", "image/png", samplePNG()), textField("workspace_id", "ws2")}, 400, "once"},
 		{"two files", []formField{fileField("a.png", "image/png", samplePNG()), fileField("b.png", "image/png", samplePNG())}, 400, "one file"},
 	}
 	for _, c := range cases {
@@ -394,7 +395,7 @@ func TestUploadRefusesBadInput(t *testing.T) {
 
 func TestUploadWorkspaceSubfolder(t *testing.T) {
 	e := newEnv(t)
-	_, key := e.tenant("Acme", 0)
+	_, key := e.tenant("Acme", 10)
 	r := e.upload(key, textField("workspace_id", "Campaign_2026-a"), fileField("a.gif", "image/gif", sampleGIF())).expect(t, 200)
 	if !strings.Contains(r.str("url"), "/Campaign_2026-a/") {
 		t.Fatalf("url = %s, want the workspace subfolder", r.str("url"))
@@ -402,6 +403,23 @@ func TestUploadWorkspaceSubfolder(t *testing.T) {
 	if status, _, _ := fetch(t, r.str("url")); status != 200 {
 		t.Fatalf("served back: %d", status)
 	}
+	// The fields may come in any order: a workspace_id after the file moves the stored file there.
+	gif := sampleGIF()
+	r = e.upload(key, fileField("b.gif", "image/gif", gif), textField("workspace_id", "after_file")).expect(t, 200)
+	if !strings.Contains(r.str("url"), "/after_file/") {
+		t.Fatalf("url = %s, want the workspace subfolder when workspace_id follows the file", r.str("url"))
+	}
+	if status, _, body := fetch(t, r.str("url")); status != 200 || !bytes.Equal(body, gif) {
+		t.Fatalf("served back: %d, %d bytes, want the %d uploaded bytes", status, len(body), len(gif))
+	}
+	if files := e.storedUploads(); len(files) != 2 {
+		t.Fatalf("stored files = %v, want the two uploads only (the moved file's first copy removed)", files)
+	}
+	if n := e.uploadRows(true); n != 2 {
+		t.Fatalf("upload rows = %d, want 2", n)
+	}
+	// The moved file is a committed upload of this service: a generation may use it.
+	e.call("POST", "/api/generate", key, map[string]any{"prompt": "x", "reference_images": []string{r.str("url")}}).expect(t, 200)
 }
 
 func TestUploadIdentities(t *testing.T) {

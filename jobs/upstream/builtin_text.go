@@ -3,6 +3,8 @@ package upstream
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -84,29 +86,88 @@ type copyText struct {
 	Hashtags []string `json:"hashtags"`
 }
 
-// composeCopy writes deterministic copy about the user's request.
+// composeCopy writes deterministic copy about the user's request: a headline built around its subject
+// (never the request cut short), a body and hashtags.
 func composeCopy(system, user string) copyText {
 	seed := rng(seedOf([]byte(system), []byte(user)))
-	topic := topicOf(user, 24)
+	topic := subjectOf(user)
 	tags := keywords(user, 4)
 	if len(tags) == 0 {
 		tags = []string{"creative"}
 	}
 	if hasCJK(user + system) {
+		headlines := []string{"%s｜一篇讲清楚它的亮点", "关于%s，这些细节值得一看", "%s真实体验分享", "%s，收藏这一篇就够了"}
 		openers := []string{"今天想和你聊聊", "最近一直在琢磨", "分享一个关于", "终于整理好了"}
 		middles := []string{"细节决定质感，配色和构图都经过反复推敲。", "从灵感到成品，每一步都值得慢慢体会。", "简单的元素组合在一起，也能很有氛围感。"}
 		endings := []string{"喜欢的话记得收藏，我们下次见！", "你更喜欢哪一种？评论区告诉我。", "欢迎转发给需要的朋友。"}
+		title := fmt.Sprintf(headlines[seed.next()%uint64(len(headlines))], topic)
 		body := fmt.Sprintf("%s「%s」。%s%s", openers[seed.next()%uint64(len(openers))], topic,
 			middles[seed.next()%uint64(len(middles))], endings[seed.next()%uint64(len(endings))])
-		return copyText{Title: topic, Body: body, Hashtags: tags}
+		return copyText{Title: title, Body: body, Hashtags: tags}
 	}
+	headlines := []string{"%s: What Makes It Special", "Why %s Deserves a Closer Look", "%s, Explained", "Meet %s"}
 	openers := []string{"Here is a fresh take on", "Let's talk about", "A closer look at", "Everything you need to know about"}
 	middles := []string{"Every detail was chosen with care, from colour to composition.", "Simple elements, combined well, create a strong mood.", "From the first idea to the final piece, each step matters."}
 	endings := []string{"Save it for later and share it with a friend.", "Tell us which version you like best.", "More ideas are coming soon."}
+	title := fmt.Sprintf(headlines[seed.next()%uint64(len(headlines))], titleCase(topic))
 	body := fmt.Sprintf("%s %s. %s %s", openers[seed.next()%uint64(len(openers))], topic,
 		middles[seed.next()%uint64(len(middles))], endings[seed.next()%uint64(len(endings))])
-	first, size := utf8.DecodeRuneInString(topic)
-	return copyText{Title: string(unicode.ToUpper(first)) + topic[size:], Body: body, Hashtags: tags}
+	return copyText{Title: title, Body: body, Hashtags: tags}
+}
+
+// cjkInstruction matches the request words around a Chinese subject ("为我们的…写一篇小红书笔记").
+var cjkInstruction = regexp.MustCompile(`^(请|帮我|帮忙|麻烦)?(为|给|替)?(我们|我|你们|大家)?的?|(写|生成|创作|撰写|做)(一|1)?(篇|段|条|个|份|则)?(关于)?|(小红书|公众号|朋友圈)?(笔记|文章|推文|文案|详情页|详情|脚本|短视频脚本|介绍)$`)
+
+// enInstruction matches an English request before its subject ("Write a short post about ...").
+var enInstruction = regexp.MustCompile(`(?i)^(please\s+)?(write|create|generate|draft|compose|make|give me)\b.*?\b(about|on|for|introducing|presenting|of)\s+`)
+
+// enClause ends an English subject at a relative clause or an addition ("a bottle that keeps ...").
+var enClause = regexp.MustCompile(`(?i)\s(that|which|who|with|and|to|for|so|because|in|at|using)\s`)
+
+// subjectOf returns what a request is about, for a headline: its first clause without the request's own
+// words, at most 12 Chinese characters or 6 English words, cut between words.
+func subjectOf(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\n。！？!?；;，,：:"); i > 0 {
+		s = s[:i]
+	}
+	if hasCJK(s) {
+		for i := 0; i < 3; i++ {
+			s = strings.TrimSpace(cjkInstruction.ReplaceAllString(s, ""))
+		}
+		s = strings.TrimSuffix(s, "的")
+		if r := []rune(s); len(r) > 12 {
+			s = string(r[:12])
+		}
+	} else {
+		s = enInstruction.ReplaceAllString(s, "")
+		if loc := enClause.FindStringIndex(s); loc != nil && loc[0] > 0 {
+			s = s[:loc[0]]
+		}
+		words := strings.Fields(s)
+		for len(words) > 0 && slices.Contains([]string{"our", "my", "the", "a", "an", "your", "their"}, strings.ToLower(words[0])) {
+			words = words[1:]
+		}
+		if len(words) > 6 {
+			words = words[:6]
+		}
+		s = strings.Join(words, " ")
+	}
+	s = strings.TrimRightFunc(s, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
+	if s == "" {
+		return topicOf("", 1)
+	}
+	return s
+}
+
+// titleCase capitalises the first letter of each word.
+func titleCase(s string) string {
+	words := strings.Fields(s)
+	for i, w := range words {
+		first, size := utf8.DecodeRuneInString(w)
+		words[i] = string(unicode.ToUpper(first)) + w[size:]
+	}
+	return strings.Join(words, " ")
 }
 
 // chatAnswer returns the builtin answer to messages: a JSON copy object when the prompts ask for
