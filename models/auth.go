@@ -94,6 +94,8 @@ type WhoamiView struct {
 	Email    string `json:"email"`
 	Nickname string `json:"nickname"`
 	Credits  int64  `json:"credits"`
+	// CallbackSecret verifies the signatures of this person's job callbacks (Standard Webhooks).
+	CallbackSecret string `json:"callback_secret"`
 }
 
 // RegisterInput is the body of POST /api/auth/register.
@@ -455,7 +457,8 @@ func (a *App) Whoami(ctx context.Context, id *Identity) (*WhoamiView, error) {
 	if err := a.DB.WithContext(ctx).First(&u, "id = ?", id.UserID).Error; err != nil {
 		return nil, Internal("whoami: look up user", err)
 	}
-	return &WhoamiView{OK: true, ID: u.ID, Email: u.Email, Nickname: u.Nickname, Credits: u.Credits}, nil
+	return &WhoamiView{OK: true, ID: u.ID, Email: u.Email, Nickname: u.Nickname, Credits: u.Credits,
+		CallbackSecret: a.UserCallbackSecret(u.ID)}, nil
 }
 
 // ---- browser sessions ----

@@ -232,16 +232,23 @@ func (a *App) SetCallbackState(ctx context.Context, jobID, state, lastErr string
 }
 
 // CallbackKey returns the HMAC key that signs a job's callbacks: the tenant's callback secret
-// (`whsec_` + base64, as in Standard Webhooks), or for a personal login a key derived from the service secret.
+// (`whsec_` + base64, as in Standard Webhooks), or for a personal login its UserCallbackSecret.
 func (a *App) CallbackKey(ctx context.Context, j *Job) ([]byte, error) {
 	if j.TenantID == nil {
-		return Sign(a.Secret, "callback", []byte(derefString(j.UserID))), nil
+		return CallbackSecretKey(a.UserCallbackSecret(derefString(j.UserID))), nil
 	}
 	t, err := a.Tenant(ctx, *j.TenantID)
 	if err != nil {
 		return nil, err
 	}
 	return CallbackSecretKey(t.CallbackSecret), nil
+}
+
+// UserCallbackSecret returns the callback signing secret of a personal account in the form of the
+// tenants' secrets (`whsec_` + base64): derived from the service secret, so it is the same on every
+// replica and needs no storage. The person reads it in GET /api/whoami and on the console.
+func (a *App) UserCallbackSecret(userID string) string {
+	return "whsec_" + base64.StdEncoding.EncodeToString(Sign(a.Secret, "callback", []byte(userID)))
 }
 
 // CallbackSecretKey decodes a `whsec_` secret into its HMAC key.

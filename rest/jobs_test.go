@@ -1,6 +1,9 @@
 package rest_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -537,5 +540,33 @@ func TestWorkersBoundTheJobsWorkedAtOnce(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "SERVICE_WORKERS") {
 		t.Errorf("SERVICE_WORKERS=0: %v, want an error naming it", err)
+	}
+}
+
+// TestPersonalCallbackVerifiesWithTheWhoamiSecret: a personal login reads its callback secret in
+// GET /api/whoami and verifies its callbacks with it as Standard Webhooks says (HMAC-SHA256 of
+// "id.timestamp.body" keyed by the base64 after whsec_).
+func TestPersonalCallbackVerifiesWithTheWhoamiSecret(t *testing.T) {
+	_, fake := fakeUpstreams(t)
+	e := newEnv(t, fake)
+	_, tok := e.personalLogin("me@example.com", 10)
+	_, other := e.personalLogin("other@example.com", 0)
+	secret := e.call("GET", "/api/whoami", tok, nil).expect(t, 200).str("callback_secret")
+	if !strings.HasPrefix(secret, "whsec_") || secret == e.call("GET", "/api/whoami", other, nil).expect(t, 200).str("callback_secret") {
+		t.Fatalf("callback_secret = %q: want a whsec_ secret of this person only", secret)
+	}
+	recv := newReceiver(t)
+	jobID := e.call("POST", "/api/generate", tok, map[string]any{"prompt": "a cat", "callback_url": recv.srv.URL + "/hook"}).expect(t, 200).str("jobId")
+	got := recv.wait(t, 1)[0]
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(got.header.Get("webhook-id") + "." + got.header.Get("webhook-timestamp") + "."))
+	mac.Write(got.body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	if got.header.Get("webhook-id") != jobID || got.header.Get("webhook-signature") != want {
+		t.Fatalf("signature %q does not verify with the whoami secret (want %q)", got.header.Get("webhook-signature"), want)
 	}
 }
