@@ -292,6 +292,7 @@ func seeOther(w http.ResponseWriter, r *http.Request, path, notice string) {
 // notices are the fixed messages a redirect may ask the next page to show.
 var notices = map[string]string{
 	"job-submitted":     "Job submitted: its progress updates below.",
+	"video-submitted":   "Video submitted: its progress shows in the videos list below.",
 	"template-saved":    "Template saved.",
 	"sample-added":      "Sample image uploaded and added to the template.",
 	"hook-saved":        "Hook saved.",

@@ -440,3 +440,37 @@ func TestBrowserSignInDeviceAndMobileClaimPages(t *testing.T) {
 	}
 	shot(t, ctx, "claim-phone")
 }
+
+func TestBrowserJobResultsVisibleOnAPhone(t *testing.T) {
+	e := newEnv(t)
+	tenantID, key := e.tenant("Acme", 10)
+	if status, out := e.api("POST", "/api/generate", key, map[string]any{"prompt": "a lighthouse at night"}); status != 200 {
+		t.Fatalf("generate = %d %v", status, out)
+	}
+	waitFor(t, "the job", 10*time.Second, func() bool {
+		page, err := e.app.Jobs(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}, "done", "", 20)
+		return err == nil && len(page.Jobs) == 1
+	})
+	ctx := newChrome(t)
+	signInWithKey(t, ctx, e.srv.URL, key)
+	run(t, ctx, "open the jobs page on a phone",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(e.srv.URL+"/console/jobs"),
+		chromedp.WaitVisible(chromedp.CSS(`#job-rows tr:first-child .job-result img`)),
+	)
+	shot(t, ctx, "jobs-phone")
+	inView := `(() => {
+		const r = document.querySelector('#job-rows tr:first-child .job-result img').getBoundingClientRect();
+		return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= window.innerWidth;
+	})()`
+	if !eval[bool](t, ctx, inView) {
+		rect := eval[string](t, ctx, `JSON.stringify(document.querySelector('#job-rows tr:first-child .job-result img').getBoundingClientRect())`)
+		t.Fatalf("the result is outside a 390 px wide screen: %s (viewport %d px)", rect, eval[int](t, ctx, `window.innerWidth`))
+	}
+	if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
+		t.Fatalf("the jobs page is %d px wide on a 390 px phone", w)
+	}
+	if got := text(t, ctx, `#job-rows tr:first-child .job-status`); !strings.Contains(got, "done") {
+		t.Fatalf("status on a phone = %q", got)
+	}
+}

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 }
 
 // env is one in-process studio over a fresh database, reached over real HTTP, with a fake
-// OpenAI-compatible upstream behind one image channel.
+// OpenAI-compatible upstream behind one image, one chat and one video channel.
 type env struct {
 	t        *testing.T
 	srv      *httptest.Server
@@ -65,12 +65,17 @@ func newEnv(t *testing.T, vars ...string) *env {
 	}
 	cfg.DatabaseURL = db.URL
 	opts := server.Options{
-		Jobs: jobs.Options{PollInterval: 50 * time.Millisecond, RetryBase: 10 * time.Millisecond, SweepInterval: time.Second,
+		Jobs: jobs.Options{PollInterval: 50 * time.Millisecond, RetryBase: 10 * time.Millisecond, SweepInterval: time.Second, VideoPoll: 100 * time.Millisecond,
 			CallbackBackoff: []time.Duration{200 * time.Millisecond}},
 		Upstreams: []upstream.Config{{Name: "img-a", Provider: "prov-a", Media: upstream.MediaImage, Family: "gen2",
 			Protocol: upstream.ProtocolOpenAI, BaseURL: fake.ChannelURL("img-a"), APIKey: "test", Model: "model-a",
 			Capabilities: []upstream.Capability{upstream.CapReferenceImages, upstream.CapQuality},
-			SoftTimeout:  10 * time.Second, CostUSD: 0.04, Rating: 0.5}},
+			SoftTimeout:  10 * time.Second, CostUSD: 0.04, Rating: 0.5},
+			{Name: "chat-a", Provider: "prov-c", Media: upstream.MediaChat, Family: "chat", Protocol: upstream.ProtocolOpenAI,
+				BaseURL: fake.ChannelURL("chat-a"), APIKey: "test", Model: "chat-model", SoftTimeout: 10 * time.Second, CostUSD: 0.001, Rating: 0.5},
+			{Name: "vid-a", Provider: "prov-v", Media: upstream.MediaVideo, Family: "vidA", Protocol: upstream.ProtocolOpenAI,
+				BaseURL: fake.ChannelURL("vid-a"), APIKey: "test", SoftTimeout: 10 * time.Second, CostUSD: 0.05, Rating: 0.5,
+				Tiers: []string{upstream.TierA20Pro, upstream.TierA20Fast, upstream.TierA20Mini, upstream.TierA25Pro}}},
 		CLIGuide: map[string]any{"package": "studio", "command": "studio", "version": "test", "commands": []any{}},
 	}
 	svc, err := server.New(context.Background(), db, cfg, opts)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,35 +14,116 @@ import (
 )
 
 // jobsView is the jobs page: the identity's image jobs (a tenant: all of its tenant's), newest first,
-// updated live through server-sent events, and a form to submit a prompt.
+// updated live through server-sent events, its newest video tasks, and the generate forms: an image from
+// a free prompt, an image from a template (its fields rendered as inputs), a video, and copy from a copy
+// template (written at once and shown on the page).
 type jobsView struct {
 	Chrome  chrome
 	Jobs    []models.JobView
 	Next    string // cursor of the next page
 	Status  string // filter
 	Stream  string // URL of the event stream; empty on filtered or older pages
+	Make    string // the form shown: makePrompt, makeTemplate, makeVideo or makeCopy
 	Prompt  string
 	Ratio   string
 	Ratios  []string
 	Error   string
 	Refresh string
+
+	// Templates are the usable templates of the chosen kind (image for makeTemplate, copy for makeCopy);
+	// Template is the chosen one, with its fields (or Spec: one description) as inputs.
+	Templates []models.TemplateView
+	Template  *models.TemplateView
+	Fields    []contract.Field
+	Spec      bool
+	Input     map[string]string
+	Article   *models.Article
+
+	Videos        []models.VideoTaskView
+	Tiers         []contract.Tier
+	VideoModel    string
+	VideoDuration string
 }
 
-// jobsPage lists the jobs of the signed-in identity (GET /api/jobs).
+// The forms of the jobs page (?make=).
+const (
+	makePrompt   = "prompt"
+	makeTemplate = "template"
+	makeVideo    = "video"
+	makeCopy     = "copy"
+)
+
+// jobsPage lists the jobs of the signed-in identity (GET /api/jobs) and shows the form of ?make=.
 func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request, v *visit) error {
-	p := c.jobsForm(r, v)
+	p := c.jobsForm(r, v, r.URL.Query().Get("make"))
 	p.Chrome.Notice = notice(r)
+	if err := c.pickTemplate(r, v, &p, r.URL.Query().Get("template")); err != nil {
+		status, msg := pageError(r, err)
+		p.Error = msg
+		return c.renderJobs(w, r, v, status, p)
+	}
 	return c.renderJobs(w, r, v, http.StatusOK, p)
 }
 
 // jobsForm fills the jobs page's form part from the query.
-func (c *Console) jobsForm(r *http.Request, v *visit) jobsView {
+func (c *Console) jobsForm(r *http.Request, v *visit, mk string) jobsView {
 	q := r.URL.Query()
-	return jobsView{Chrome: c.chrome(v, "Jobs", consolePrefix+"/jobs"), Status: q.Get("status"),
-		Ratios: contract.CommonRatios(), Ratio: "1:1", Refresh: r.URL.RequestURI()}
+	switch mk {
+	case makeTemplate, makeVideo, makeCopy:
+	default:
+		mk = makePrompt
+	}
+	return jobsView{Chrome: c.chrome(v, "Jobs", consolePrefix+"/jobs"), Status: q.Get("status"), Make: mk,
+		Ratios: contract.CommonRatios(), Ratio: "1:1", Refresh: r.URL.RequestURI(), Input: map[string]string{},
+		Tiers: contract.Tiers()}
 }
 
-// renderJobs reads one page of jobs and renders the page with a status.
+// pickTemplate fills the template choices of the template and copy forms (the templates GET
+// /api/templates lists for the identity, active and not locked) and, when id names one, its fields.
+func (c *Console) pickTemplate(r *http.Request, v *visit, p *jobsView, id string) error {
+	kind := map[string]string{makeTemplate: models.TemplateImage, makeCopy: models.TemplateArticle}[p.Make]
+	if kind == "" {
+		return nil
+	}
+	rows, err := c.app.ListTemplates(r.Context(), v.id, models.TemplateFilter{Type: kind})
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		t := &rows[i]
+		if !t.Active || t.Locked || (kind == models.TemplateArticle && t.Slug == nil) {
+			continue
+		}
+		p.Templates = append(p.Templates, *t)
+	}
+	if id == "" {
+		return nil
+	}
+	for i := range p.Templates {
+		if p.Templates[i].ID == id {
+			p.Template = &p.Templates[i]
+			p.Fields, p.Spec = templateInputs(p.Template)
+			return nil
+		}
+	}
+	return models.NotFound("template")
+}
+
+// templateInputs returns the fields of a template's first generation config as the caller sees them,
+// or spec=true when the template takes a one-sentence description instead.
+func templateInputs(t *models.TemplateView) (fields []contract.Field, spec bool) {
+	raw, _ := json.Marshal(t.GenerationConfigs)
+	var cfgs []struct {
+		Mode   string           `json:"mode"`
+		Fields []contract.Field `json:"fields"`
+	}
+	if json.Unmarshal(raw, &cfgs) != nil || len(cfgs) == 0 {
+		return nil, false
+	}
+	return cfgs[0].Fields, cfgs[0].Mode == string(contract.ModeSpec)
+}
+
+// renderJobs reads one page of jobs and the newest video tasks and renders the page with a status.
 func (c *Console) renderJobs(w http.ResponseWriter, r *http.Request, v *visit, status int, p jobsView) error {
 	q := r.URL.Query()
 	page, err := c.app.Jobs(r.Context(), v.id, p.Status, q.Get("cursor"), 20)
@@ -49,6 +131,11 @@ func (c *Console) renderJobs(w http.ResponseWriter, r *http.Request, v *visit, s
 		return err
 	}
 	p.Jobs, p.Next = page.Jobs, page.NextCursor
+	videos, err := c.app.VideoTasks(r.Context(), v.id, "", 1, 10)
+	if err != nil {
+		return err
+	}
+	p.Videos = videos.Items
 	if q.Get("cursor") == "" && p.Status == "" && c.opts.Events != nil {
 		p.Stream = consolePrefix + "/jobs/events"
 	}
@@ -59,18 +146,82 @@ func (c *Console) renderJobs(w http.ResponseWriter, r *http.Request, v *visit, s
 	return nil
 }
 
-// submitJob submits one image job from a prompt (the same path as POST /api/generate).
+// submitJob submits what the posted form asks for, through the same core calls as the REST surface: an
+// image from a prompt or a template (POST /api/generate), a video (POST /api/videos), or copy (POST
+// /api/article, shown on the page at once).
 func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, v *visit) error {
-	p := c.jobsForm(r, v)
-	p.Prompt, p.Ratio = strings.TrimSpace(r.PostFormValue("prompt")), r.PostFormValue("ratio")
-	req := models.GenerateRequest{Prompt: &p.Prompt, Ratio: p.Ratio}
-	if _, err := c.opts.Jobs.SubmitImages(r.Context(), v.id, []models.GenerateRequest{req}); err != nil {
+	p := c.jobsForm(r, v, r.PostFormValue("make"))
+	fail := func(err error) error {
 		status, msg := pageError(r, err)
 		p.Error = msg
 		return c.renderJobs(w, r, v, status, p)
 	}
+	switch p.Make {
+	case makeTemplate, makeCopy:
+		if err := c.pickTemplate(r, v, &p, r.PostFormValue("template_id")); err != nil {
+			return fail(err)
+		}
+		if p.Template == nil {
+			return fail(models.Invalid("choose a template first"))
+		}
+		input := c.templateInput(r, &p)
+		if p.Template.Type == models.TemplateArticle {
+			art, err := c.opts.Jobs.WriteArticle(r.Context(), v.id, models.ArticleRequest{TemplateSlug: *p.Template.Slug, Input: input})
+			if err != nil {
+				return fail(err)
+			}
+			p.Article = art
+			return c.renderJobs(w, r, v, http.StatusOK, p)
+		}
+		if _, err := c.opts.Jobs.SubmitImages(r.Context(), v.id, []models.GenerateRequest{{TemplateID: p.Template.ID, Input: input}}); err != nil {
+			return fail(err)
+		}
+		seeOther(w, r, consolePrefix+"/jobs", "job-submitted")
+		return nil
+	case makeVideo:
+		p.Prompt, p.Ratio = strings.TrimSpace(r.PostFormValue("prompt")), r.PostFormValue("ratio")
+		p.VideoModel, p.VideoDuration = r.PostFormValue("model"), strings.TrimSpace(r.PostFormValue("duration"))
+		req := models.VideoRequest{Prompt: &p.Prompt, Model: p.VideoModel, Ratio: p.Ratio}
+		if p.VideoDuration != "" {
+			d, err := strconv.ParseFloat(p.VideoDuration, 64)
+			if err != nil {
+				return fail(models.Invalid("duration must be a number of seconds"))
+			}
+			req.Duration = &d
+		}
+		if _, err := c.opts.Jobs.SubmitVideo(r.Context(), v.id, req); err != nil {
+			return fail(err)
+		}
+		seeOther(w, r, consolePrefix+"/jobs?make=video", "video-submitted")
+		return nil
+	}
+	p.Prompt, p.Ratio = strings.TrimSpace(r.PostFormValue("prompt")), r.PostFormValue("ratio")
+	req := models.GenerateRequest{Prompt: &p.Prompt, Ratio: p.Ratio}
+	if _, err := c.opts.Jobs.SubmitImages(r.Context(), v.id, []models.GenerateRequest{req}); err != nil {
+		return fail(err)
+	}
 	seeOther(w, r, consolePrefix+"/jobs", "job-submitted")
 	return nil
+}
+
+// templateInput reads the posted values of the chosen template's inputs (in_<key>, or description for
+// a spec template) as the JSON input of the request; the core checks them.
+func (c *Console) templateInput(r *http.Request, p *jobsView) json.RawMessage {
+	if p.Spec {
+		desc := r.PostFormValue("description")
+		p.Input["description"] = desc
+		raw, _ := json.Marshal(desc)
+		return raw
+	}
+	values := map[string]string{}
+	for _, f := range p.Fields {
+		if val := r.PostFormValue("in_" + f.Key); val != "" {
+			values[f.Key] = val
+			p.Input[f.Key] = val
+		}
+	}
+	raw, _ := json.Marshal(values)
+	return raw
 }
 
 // jobEvent is the data of one server-sent event: the public state of a job.
@@ -148,12 +299,13 @@ func olderJobs(p jobsView) string {
 	return consolePrefix + "/jobs?" + q.Encode()
 }
 
-// shortTime formats a time for tables, in the service's local time zone (Asia/Shanghai).
+// shortTime formats a time for tables in the service's local time zone (Asia/Shanghai), naming the
+// zone by its offset: "2026-01-02 15:04 UTC+08:00".
 func shortTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.In(models.ShanghaiTZ).Format("2006-01-02 15:04")
+	return t.In(models.ShanghaiTZ).Format("2006-01-02 15:04 UTC-07:00")
 }
 
 // shortID shortens an id for display.
@@ -162,4 +314,20 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// isoTime is a time for the datetime attribute of <time>, in UTC.
+func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// templateLabel names a template in the template choice: its Chinese name and its slug.
+func templateLabel(t models.TemplateView) string {
+	if t.Slug != nil && *t.Slug != "" {
+		return t.ZhName + " (" + *t.Slug + ")"
+	}
+	return t.ZhName
+}
+
+// tierLabel describes a video tier in the tier choice: its name, durations and resolutions.
+func tierLabel(t contract.Tier) string {
+	return fmt.Sprintf("%s: %d to %d s, %s", t.Name, t.MinDuration, t.MaxDuration, strings.Join(t.Resolutions, " or "))
 }

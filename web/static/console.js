@@ -41,17 +41,20 @@
     var row = document.createElement('tr');
     row.setAttribute('data-job-id', job.jobId);
     var created = document.createElement('td');
+    created.setAttribute('data-label', 'Created');
     created.textContent = job.created || '';
     var id = document.createElement('td');
+    id.setAttribute('data-label', 'Job');
     var code = document.createElement('code');
     code.title = job.jobId;
     code.textContent = job.jobId.slice(0, 8);
     id.appendChild(code);
     row.appendChild(created);
     row.appendChild(id);
-    ['job-status', 'job-progress', 'job-result'].forEach(function (cls) {
+    [['job-status', 'Status'], ['job-progress', 'Progress'], ['job-result', 'Result']].forEach(function (c) {
       var td = document.createElement('td');
-      td.className = cls;
+      td.className = c[0];
+      td.setAttribute('data-label', c[1]);
       row.appendChild(td);
     });
     rows.insertBefore(row, rows.firstChild);

@@ -1,0 +1,104 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"studio/models"
+)
+
+// The jobs page generates the way the API does: an image from a template (its fields as inputs), a
+// video, and copy from a copy template, through the same core calls.
+
+func TestJobsPageGeneratesFromATemplateAVideoAndCopy(t *testing.T) {
+	e := newEnv(t)
+	tenantID, key := e.tenant("Acme", 100)
+	tplID := e.platformTemplate("人像", "portrait")
+	b := e.browser()
+	b.signIn(key)
+	csrf := b.csrf()
+
+	// Image from a template: the choice lists it, choosing it renders its field.
+	pick := b.get("/console/jobs?make=template")
+	if pick.Status != 200 || !strings.Contains(pick.Body, `<option value="`+tplID+`"`) {
+		t.Fatalf("template choice = %d: %s", pick.Status, excerpt(pick.Body))
+	}
+	form := b.get("/console/jobs?make=template&template=" + tplID)
+	if !strings.Contains(form.Body, `name="in_subject"`) || !strings.Contains(form.Body, "主体") || !strings.Contains(form.Body, `name="template_id" value="`+tplID+`"`) {
+		t.Fatalf("template form without its field: %s", excerpt(form.Body))
+	}
+	if p := b.get("/console/jobs?make=template&template=not-a-template"); p.Status != http.StatusNotFound {
+		t.Fatalf("unknown template = %d", p.Status)
+	}
+	post := func(v url.Values) *page {
+		v.Set("csrf", csrf)
+		return b.post("/console/jobs", v)
+	}
+	if p := post(url.Values{"make": {"template"}, "template_id": {tplID}}); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "subject") {
+		t.Fatalf("missing required field = %d: %s", p.Status, excerpt(p.Body))
+	}
+	if page, _ := e.app.Jobs(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}, "", "", 20); len(page.Jobs) != 0 {
+		t.Fatalf("a refused form created %d jobs", len(page.Jobs))
+	}
+	res := post(url.Values{"make": {"template"}, "template_id": {tplID}, "in_subject": {"a red fox"}})
+	if res.Status != http.StatusSeeOther || res.Location != "/console/jobs?notice=job-submitted" {
+		t.Fatalf("template submit = %d %q: %s", res.Status, res.Location, excerpt(res.Body))
+	}
+	waitFor(t, "the template job", 10*time.Second, func() bool {
+		return strings.Contains(b.get("/console/jobs").Body, `class="thumb"`)
+	})
+	if body := string(e.fake.LastRequest("/v1/images/generations").Body); !strings.Contains(body, "a portrait of a red fox") {
+		t.Fatalf("the upstream got %s, want the template's prompt with the field substituted", body)
+	}
+
+	// Times carry their time zone.
+	jobsPage := b.get("/console/jobs")
+	if !regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d UTC\+08:00`).MatchString(jobsPage.Body) || !strings.Contains(jobsPage.Body, `<time datetime="`) {
+		t.Fatalf("job times without a time zone: %s", excerpt(jobsPage.Body))
+	}
+
+	// A video.
+	if p := post(url.Values{"make": {"video"}, "prompt": {"a boat"}, "duration": {"five"}}); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "duration") {
+		t.Fatalf("bad duration = %d: %s", p.Status, excerpt(p.Body))
+	}
+	res = post(url.Values{"make": {"video"}, "prompt": {"a boat at dawn"}, "duration": {"5"}, "model": {""}})
+	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location, "/console/jobs?make=video") {
+		t.Fatalf("video submit = %d %q: %s", res.Status, res.Location, excerpt(res.Body))
+	}
+	status, list := e.api("GET", "/api/videos", key, nil)
+	if status != 200 || list["total"].(float64) != 1 {
+		t.Fatalf("videos over the API = %d %v", status, list)
+	}
+	waitFor(t, "the video", 15*time.Second, func() bool {
+		return strings.Contains(b.get("/console/jobs?make=video").Body, "Open the video")
+	})
+	if body := string(e.fake.LastRequest("/v1/videos").Body); !strings.Contains(body, "a boat at dawn") {
+		t.Fatalf("the video upstream got %s", body)
+	}
+
+	// Copy from a copy template of the tenant.
+	tenant := &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}
+	cfg := `[{"format":"xiaohongshu","prompt_template":"为{product}写一篇文案","fields":[{"key":"product","label":"产品"}]}]`
+	cp, err := e.app.CreateTemplate(context.Background(), tenant, models.TemplateInput{Type: models.TemplateArticle, Slug: "note",
+		ZhName: "小红书笔记", GenerationConfigs: json.RawMessage(cfg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/console/jobs?make=copy&template=" + cp.ID); !strings.Contains(p.Body, `name="in_product"`) || !strings.Contains(p.Body, "Write copy") {
+		t.Fatalf("copy form: %s", excerpt(p.Body))
+	}
+	art := post(url.Values{"make": {"copy"}, "template_id": {cp.ID}, "in_product": {"保温杯"}})
+	if art.Status != 200 || !strings.Contains(art.Body, `id="article-title">fake title<`) || !strings.Contains(art.Body, "fake body") ||
+		!strings.Contains(art.Body, "#fake") {
+		t.Fatalf("copy = %d: %s", art.Status, excerpt(art.Body))
+	}
+	if body := string(e.fake.LastRequest("/v1/chat/completions").Body); !strings.Contains(body, "为保温杯写一篇文案") {
+		t.Fatalf("the chat upstream got %s", body)
+	}
+}
