@@ -110,6 +110,10 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 	if !strings.Contains(dev.Body, "Signed in as <strong>bo@example.com</strong>") {
 		t.Fatalf("device page after sign-in: %s", excerpt(dev.Body))
 	}
+	// The same session opens the console, where the claimed template is offered to generate from.
+	if p := b.get("/console/jobs?make=template"); p.Status != http.StatusOK || !strings.Contains(p.Body, "海报模板") {
+		t.Fatalf("buyer's template choice = %d: %s", p.Status, excerpt(p.Body))
+	}
 	approved := b.post("/device", url.Values{"csrf": {csrfRE.FindStringSubmatch(dev.Body)[1]}, "user_code": {userCode}, "action": {"approve"}})
 	if approved.Status != http.StatusOK || !strings.Contains(approved.Body, "Device approved") {
 		t.Fatalf("approve = %d: %s", approved.Status, excerpt(approved.Body))

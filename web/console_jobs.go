@@ -30,12 +30,10 @@ type jobsView struct {
 	Error   string
 	Refresh string
 
-	// Templates are the usable templates of the chosen kind (image for makeTemplate, copy for makeCopy);
-	// Template is the chosen one, with its fields (or Spec: one description) as inputs.
-	Templates []models.TemplateView
-	Template  *models.TemplateView
-	Fields    []contract.Field
-	Spec      bool
+	// Templates are the usable templates of the form's kind (image for makeTemplate, copy for makeCopy,
+	// video for makeVideo); Template is the chosen one, whose fields are the form's inputs.
+	Templates []usableTemplate
+	Template  *usableTemplate
 	Input     map[string]string
 	Article   *models.Article
 
@@ -78,23 +76,62 @@ func (c *Console) jobsForm(r *http.Request, v *visit, mk string) jobsView {
 		Tiers: contract.Tiers()}
 }
 
-// pickTemplate fills the template choices of the template and copy forms (the templates GET
-// /api/templates lists for the identity, active and not locked) and, when id names one, its fields.
+// usableTemplate is a template the identity may generate from, as the jobs page offers it.
+type usableTemplate struct {
+	ID, Slug, Name, Description string
+	Fields                      []contract.Field
+	Spec                        bool // the template takes a one-sentence description instead of fields
+}
+
+// label names the template in the template choice: its Chinese name and its slug.
+func (t usableTemplate) label() string {
+	if t.Slug != "" {
+		return t.Name + " (" + t.Slug + ")"
+	}
+	return t.Name
+}
+
+// pickTemplate fills the template choices of the form (the templates GET /api/templates or GET
+// /api/video-templates lists for the identity, active and not locked) and, when id names one, the
+// chosen template.
 func (c *Console) pickTemplate(r *http.Request, v *visit, p *jobsView, id string) error {
-	kind := map[string]string{makeTemplate: models.TemplateImage, makeCopy: models.TemplateArticle}[p.Make]
-	if kind == "" {
-		return nil
-	}
-	rows, err := c.app.ListTemplates(r.Context(), v.id, models.TemplateFilter{Type: kind})
-	if err != nil {
-		return err
-	}
-	for i := range rows {
-		t := &rows[i]
-		if !t.Active || t.Locked || (kind == models.TemplateArticle && t.Slug == nil) {
-			continue
+	switch p.Make {
+	case makeTemplate, makeCopy:
+		kind := models.TemplateImage
+		if p.Make == makeCopy {
+			kind = models.TemplateArticle
 		}
-		p.Templates = append(p.Templates, *t)
+		rows, err := c.app.ListTemplates(r.Context(), v.id, models.TemplateFilter{Type: kind})
+		if err != nil {
+			return err
+		}
+		for _, t := range rows {
+			slug := ""
+			if t.Slug != nil {
+				slug = *t.Slug
+			}
+			if !t.Active || t.Locked || (kind == models.TemplateArticle && slug == "") {
+				continue // copy is asked for by slug (POST /api/article)
+			}
+			fields, spec := firstConfigInputs(t.GenerationConfigs)
+			p.Templates = append(p.Templates, usableTemplate{ID: t.ID, Slug: slug, Name: t.ZhName, Description: t.Description,
+				Fields: fields, Spec: spec})
+		}
+	case makeVideo:
+		rows, err := c.app.ListVideoTemplates(r.Context(), v.id, "")
+		if err != nil {
+			return err
+		}
+		for _, t := range rows {
+			if !t.Active || t.Locked {
+				continue
+			}
+			fields, spec := firstConfigInputs(t.GenerationConfigs)
+			p.Templates = append(p.Templates, usableTemplate{ID: t.ID, Slug: t.Slug, Name: t.ZhName, Description: t.Description,
+				Fields: fields, Spec: spec})
+		}
+	default:
+		return nil
 	}
 	if id == "" {
 		return nil
@@ -102,17 +139,16 @@ func (c *Console) pickTemplate(r *http.Request, v *visit, p *jobsView, id string
 	for i := range p.Templates {
 		if p.Templates[i].ID == id {
 			p.Template = &p.Templates[i]
-			p.Fields, p.Spec = templateInputs(p.Template)
 			return nil
 		}
 	}
 	return models.NotFound("template")
 }
 
-// templateInputs returns the fields of a template's first generation config as the caller sees them,
+// firstConfigInputs returns the fields of a template's first generation config as the caller sees them,
 // or spec=true when the template takes a one-sentence description instead.
-func templateInputs(t *models.TemplateView) (fields []contract.Field, spec bool) {
-	raw, _ := json.Marshal(t.GenerationConfigs)
+func firstConfigInputs(configs any) (fields []contract.Field, spec bool) {
+	raw, _ := json.Marshal(configs)
 	var cfgs []struct {
 		Mode   string           `json:"mode"`
 		Fields []contract.Field `json:"fields"`
@@ -164,9 +200,9 @@ func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, v *visit) er
 		if p.Template == nil {
 			return fail(models.Invalid("choose a template first"))
 		}
-		input := c.templateInput(r, &p)
-		if p.Template.Type == models.TemplateArticle {
-			art, err := c.opts.Jobs.WriteArticle(r.Context(), v.id, models.ArticleRequest{TemplateSlug: *p.Template.Slug, Input: input})
+		input := templateInput(r, &p)
+		if p.Make == makeCopy {
+			art, err := c.opts.Jobs.WriteArticle(r.Context(), v.id, models.ArticleRequest{TemplateSlug: p.Template.Slug, Input: input})
 			if err != nil {
 				return fail(err)
 			}
@@ -179,9 +215,18 @@ func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, v *visit) er
 		seeOther(w, r, consolePrefix+"/jobs", "job-submitted")
 		return nil
 	case makeVideo:
-		p.Prompt, p.Ratio = strings.TrimSpace(r.PostFormValue("prompt")), r.PostFormValue("ratio")
+		if err := c.pickTemplate(r, v, &p, r.PostFormValue("template_id")); err != nil {
+			return fail(err)
+		}
+		p.Ratio = r.PostFormValue("ratio")
 		p.VideoModel, p.VideoDuration = r.PostFormValue("model"), strings.TrimSpace(r.PostFormValue("duration"))
-		req := models.VideoRequest{Prompt: &p.Prompt, Model: p.VideoModel, Ratio: p.Ratio}
+		req := models.VideoRequest{Model: p.VideoModel, Ratio: p.Ratio}
+		if p.Template != nil {
+			req.TemplateID, req.Input = p.Template.ID, templateInput(r, &p)
+		} else {
+			p.Prompt = strings.TrimSpace(r.PostFormValue("prompt"))
+			req.Prompt = &p.Prompt
+		}
 		if p.VideoDuration != "" {
 			d, err := strconv.ParseFloat(p.VideoDuration, 64)
 			if err != nil {
@@ -206,15 +251,15 @@ func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, v *visit) er
 
 // templateInput reads the posted values of the chosen template's inputs (in_<key>, or description for
 // a spec template) as the JSON input of the request; the core checks them.
-func (c *Console) templateInput(r *http.Request, p *jobsView) json.RawMessage {
-	if p.Spec {
+func templateInput(r *http.Request, p *jobsView) json.RawMessage {
+	if p.Template.Spec {
 		desc := r.PostFormValue("description")
 		p.Input["description"] = desc
 		raw, _ := json.Marshal(desc)
 		return raw
 	}
 	values := map[string]string{}
-	for _, f := range p.Fields {
+	for _, f := range p.Template.Fields {
 		if val := r.PostFormValue("in_" + f.Key); val != "" {
 			values[f.Key] = val
 			p.Input[f.Key] = val
@@ -318,14 +363,6 @@ func shortID(id string) string {
 
 // isoTime is a time for the datetime attribute of <time>, in UTC.
 func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-// templateLabel names a template in the template choice: its Chinese name and its slug.
-func templateLabel(t models.TemplateView) string {
-	if t.Slug != nil && *t.Slug != "" {
-		return t.ZhName + " (" + *t.Slug + ")"
-	}
-	return t.ZhName
-}
 
 // tierLabel describes a video tier in the tier choice: its name, durations and resolutions.
 func tierLabel(t contract.Tier) string {

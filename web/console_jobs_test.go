@@ -82,8 +82,31 @@ func TestJobsPageGeneratesFromATemplateAVideoAndCopy(t *testing.T) {
 		t.Fatalf("the video upstream got %s", body)
 	}
 
-	// Copy from a copy template of the tenant.
+	// A video from a video template of the tenant: its field is the input, its tier and length apply.
 	tenant := &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}
+	vt, err := e.app.CreateVideoTemplate(context.Background(), tenant, models.VideoTemplateInput{Slug: "promo-clip", ZhName: "宣传短片",
+		SampleCoverImage: "https://cdn.example.com/c.jpg", SampleVideoURL: "https://cdn.example.com/c.mp4", Category: "promo",
+		GenerationConfigs: json.RawMessage(`[{"model":"vidA-2-0-fast-260801","duration":6,"prompt_template":"A clip about {title}","fields":[{"key":"title","label":"标题"}]}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/console/jobs?make=video&template=" + vt.ID); !strings.Contains(p.Body, `name="in_title"`) || strings.Contains(p.Body, `id="video-prompt"`) {
+		t.Fatalf("video template form: %s", excerpt(p.Body))
+	}
+	res = post(url.Values{"make": {"video"}, "template_id": {vt.ID}, "in_title": {"green tea"}})
+	if res.Status != http.StatusSeeOther {
+		t.Fatalf("video template submit = %d: %s", res.Status, excerpt(res.Body))
+	}
+	waitFor(t, "the template video", 15*time.Second, func() bool {
+		return strings.Count(b.get("/console/jobs?make=video").Body, "Open the video") == 2
+	})
+	var sent map[string]any
+	_ = json.Unmarshal(e.fake.LastRequest("/v1/videos").Body, &sent)
+	if sent["prompt"] != "A clip about green tea" || sent["model"] != "vidA-2-0-fast-260801" {
+		t.Fatalf("the video upstream got %v", sent)
+	}
+
+	// Copy from a copy template of the tenant.
 	cfg := `[{"format":"xiaohongshu","prompt_template":"为{product}写一篇文案","fields":[{"key":"product","label":"产品"}]}]`
 	cp, err := e.app.CreateTemplate(context.Background(), tenant, models.TemplateInput{Type: models.TemplateArticle, Slug: "note",
 		ZhName: "小红书笔记", GenerationConfigs: json.RawMessage(cfg)})
