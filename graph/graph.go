@@ -10,10 +10,12 @@
 package graph
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
@@ -84,6 +86,7 @@ func NewHandler(app *models.App, opts Options) http.Handler {
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(depthLimit{max: opts.MaxDepth})
+	srv.AroundFields(checkArgumentText)
 	srv.SetErrorPresenter(presentError)
 	srv.SetRecoverFunc(recoverPanic)
 	graphiql := playground.Handler("studio GraphQL", Path)
@@ -102,4 +105,19 @@ func NewHandler(app *models.App, opts Options) http.Handler {
 		}
 		srv.ServeHTTP(w, req)
 	})
+}
+
+// checkArgumentText refuses text that cannot be stored (a NUL character, invalid UTF-8) in the arguments
+// of a root field, whether sent as variables (over HTTP or WebSocket) or written in the query, with the
+// rule the other surfaces use (models.CheckText). HTTP bodies were already checked by the REST guard.
+func checkArgumentText(ctx context.Context, next graphql.Resolver) (any, error) {
+	if fc := graphql.GetFieldContext(ctx); fc != nil && len(fc.Args) > 0 {
+		switch fc.Object {
+		case "Query", "Mutation", "Subscription":
+			if err := models.CheckArgs("", fc.Args); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return next(ctx)
 }

@@ -173,6 +173,12 @@ func (c *Console) readPost(w http.ResponseWriter, r *http.Request, want string) 
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 		err = r.ParseForm()
 	}
+	if err == nil {
+		err = models.CheckValues("form", r.Form) // multipart fields; url-encoded ones were checked by rest.TextGuard
+		if err != nil {
+			return err
+		}
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

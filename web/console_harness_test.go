@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"image"
@@ -217,6 +218,23 @@ func (b *browser) do(method, path string, form url.Values, headers ...string) *p
 		b.e.t.Errorf("%s %s: server error %d: %s", method, path, res.StatusCode, body)
 	}
 	return &page{Status: res.StatusCode, Header: res.Header, Body: string(body), Location: res.Header.Get("Location")}
+}
+
+// doBody sends a request with a raw body of the given type.
+func (b *browser) doBody(method, path, contentType string, body []byte) *page {
+	b.e.t.Helper()
+	req, _ := http.NewRequest(method, b.e.srv.URL+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	res, err := b.client.Do(req)
+	if err != nil {
+		b.e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	if res.StatusCode >= 500 {
+		b.e.t.Errorf("%s %s: server error %d: %s", method, path, res.StatusCode, out)
+	}
+	return &page{Status: res.StatusCode, Header: res.Header, Body: string(out), Location: res.Header.Get("Location")}
 }
 
 func (b *browser) get(path string) *page { b.e.t.Helper(); return b.do(http.MethodGet, path, nil) }

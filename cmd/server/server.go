@@ -140,7 +140,7 @@ func (s *Service) Handler(opts Options) http.Handler {
 	r.Handle(graph.Path, graph.NewHandler(s.App, graph.Options{Jobs: s.Jobs, Events: s.Events}))
 	web.New(s.App).Register(r)
 	web.NewConsole(s.App, web.ConsoleOptions{Jobs: s.Jobs, Events: s.Events, Media: s.Media}).Register(r)
-	s.handler = rest.HSTS(s.App.Config.BaseURL, rest.Middleware(r))
+	s.handler = rest.HSTS(s.App.Config.BaseURL, rest.Middleware(rest.TextGuard(r)))
 	return s.handler
 }
 

@@ -1,0 +1,87 @@
+package rest
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"studio/models"
+)
+
+// maxCheckedBody is the longest body TextGuard reads; a longer one passes to its endpoint, whose own bound
+// refuses it (the largest text body, a chat request, is allowed up to this).
+const maxCheckedBody = maxChatBody
+
+// checkedHeaders are the request headers whose values may be stored or looked up in the database.
+var checkedHeaders = []string{"Authorization", "X-API-Key", "Idempotency-Key", "X-CS-Agent"}
+
+// TextGuard refuses, before any surface decodes it, a request carrying text that PostgreSQL cannot store
+// (a NUL character, invalid UTF-8) in its path, query string, credentials, form fields or JSON body
+// (REST bodies, GraphQL variables, console forms): 400 {"error": ...} naming the field, and nothing
+// changes. Multipart fields are checked where they are decoded, with the same rule (models.CheckText).
+func TextGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkRequestText(r); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func checkRequestText(r *http.Request) error {
+	if err := models.CheckText("URL path", r.URL.Path); err != nil {
+		return err
+	}
+	if r.URL.RawQuery != "" {
+		if err := models.CheckValues("query", r.URL.Query()); err != nil {
+			return err
+		}
+	}
+	for _, h := range checkedHeaders {
+		if v := r.Header.Get(h); v != "" {
+			if err := models.CheckText(h+" header", v); err != nil {
+				return err
+			}
+		}
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	form := ct == "application/x-www-form-urlencoded"
+	if !form && (strings.HasPrefix(ct, "multipart/") || strings.HasPrefix(ct, "image/") ||
+		strings.HasPrefix(ct, "video/") || ct == "application/octet-stream") {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCheckedBody+1))
+	orig := r.Body
+	rest := io.Reader(orig)
+	if err != nil {
+		rest = errReader{err}
+	}
+	r.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(body), rest), Closer: orig}
+	if err != nil || len(body) > maxCheckedBody {
+		return nil // the endpoint meets the same error or bound when it reads
+	}
+	if form {
+		vals, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil
+		}
+		return models.CheckValues("form", vals)
+	}
+	return models.CheckJSONText(body)
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
