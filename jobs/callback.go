@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"studio/models"
+	"studio/models/media"
 	"studio/models/metrics"
 )
 
@@ -84,7 +86,8 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		return app.SetCallbackState(ctx, j.ID, "delivered", "")
 	}
 	state := "pending"
-	if job.Attempt >= job.MaxAttempts {
+	var refused *river.JobCancelError
+	if job.Attempt >= job.MaxAttempts || errors.As(derr, &refused) {
 		state = "failed"
 	}
 	metrics.CallbackDeliveries.WithLabelValues(map[string]string{"pending": "retry", "failed": "failed"}[state]).Inc()
@@ -93,7 +96,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 }
 
 func (w *callbackWorker) deliver(ctx context.Context, j *models.Job, secret, body []byte) error {
-	if err := w.s.app.CheckCallbackURL(j.CallbackURL); err != nil {
+	if err := w.s.app.CheckCallbackURL(ctx, j.CallbackURL); err != nil {
 		return river.JobCancel(err)
 	}
 	ts := time.Now().Unix()
@@ -107,6 +110,9 @@ func (w *callbackWorker) deliver(ctx context.Context, j *models.Job, secret, bod
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
 	req.Header.Set("webhook-signature", SignCallback(secret, j.ID, ts, body))
 	res, err := w.s.callbacks.Do(req)
+	if errors.Is(err, media.ErrBlockedAddress) { // the name resolved to a private address at delivery: retrying cannot help
+		return river.JobCancel(fmt.Errorf("callback: %w", err))
+	}
 	if err != nil {
 		return fmt.Errorf("callback: %w", err)
 	}

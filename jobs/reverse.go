@@ -46,7 +46,9 @@ func readingImageError(field string, err error, uploaded bool) error {
 		return &models.Error{Kind: models.KindInvalid, Message: msg, Err: err}
 	case errors.Is(err, media.ErrUnsupportedType):
 		return &models.Error{Kind: models.KindInvalid, Message: field + " must be a png, jpg or webp picture (the type is read from its bytes)", Err: err}
-	case errors.Is(err, media.ErrInvalidURL), errors.Is(err, media.ErrBlockedAddress):
+	case errors.Is(err, media.ErrBlockedAddress):
+		return &models.Error{Kind: models.KindInvalid, Message: field + " points at a loopback or private address, which is not allowed: " + models.PrivateURLHint, Err: err}
+	case errors.Is(err, media.ErrInvalidURL):
 		return &models.Error{Kind: models.KindInvalid, Message: field + " must be a public http(s) URL or a link from the upload endpoint", Err: err}
 	}
 	return &models.Error{Kind: models.KindInvalid, Message: field + " could not be read", Err: err}

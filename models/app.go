@@ -28,6 +28,9 @@ type App struct {
 	// jobs.NewBroker installs its Publish, which delivers in this process and sends pg_notify on PostgreSQL.
 	Notify  func(ctx context.Context, topic, id string)
 	submits *groupCommit[*submitUnit]
+	// Resolver looks up the hosts of submitted callback and media URLs (CheckPublicHost); nil means
+	// net.DefaultResolver. Tests point it at a name server they control.
+	Resolver Resolver
 	// ValidateBinding checks a tenant binding names a known family or channel; set by jobs.
 	ValidateBinding func(model string) error
 }

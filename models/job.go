@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"studio/models/metrics"
@@ -186,7 +185,7 @@ func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateReques
 	}
 	p.ReferenceImages, p.ImageURL, p.Mask = req.ReferenceImages, req.ImageURL, req.Mask
 	if req.CallbackURL != "" {
-		if err := a.CheckCallbackURL(req.CallbackURL); err != nil {
+		if err := a.CheckCallbackURL(ctx, req.CallbackURL); err != nil {
 			return nil, err
 		}
 	}
@@ -297,40 +296,22 @@ func (a *App) CheckMediaURL(ctx context.Context, raw string) error {
 		}
 		return nil
 	}
-	if strings.HasPrefix(raw, a.Config.CDNURL+"/") || a.Config.AllowPrivateURLs {
+	if strings.HasPrefix(raw, a.Config.CDNURL+"/") {
 		return nil
 	}
-	if privateHost(u.Hostname()) {
-		return errors.New("private and loopback addresses are not allowed")
-	}
-	return nil
+	return a.CheckPublicHost(ctx, u.Hostname())
 }
 
-// CheckCallbackURL refuses callback URLs that are not http(s) or point at private addresses (unless allowed).
-func (a *App) CheckCallbackURL(raw string) error {
+// CheckCallbackURL refuses callback URLs that are not http(s) or whose host is private (CheckPublicHost).
+func (a *App) CheckCallbackURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(raw) > 2000 {
 		return Invalid("callback_url must be an absolute http(s) URL")
 	}
-	if !a.Config.AllowPrivateURLs && privateHost(u.Hostname()) {
-		return Invalid("callback_url points at a private or loopback address, which is not allowed")
+	if err := a.CheckPublicHost(ctx, u.Hostname()); err != nil {
+		return Invalid("callback_url %s", err.Error())
 	}
 	return nil
-}
-
-// privateHost reports literal private, loopback or link-local addresses and local names; names that
-// resolve to such addresses are refused again at connection time by the safe HTTP client.
-func privateHost(host string) bool {
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") || strings.HasSuffix(h, ".local") || strings.HasSuffix(h, ".internal") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	if ip == nil {
-		return false
-	}
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() ||
-		(ip.To4() != nil && ip.To4()[0] == 100 && ip.To4()[1]&0xc0 == 64)
 }
 
 // rateWindow returns the counter key and the start of the current hourly window.

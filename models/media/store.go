@@ -29,7 +29,7 @@ var (
 	// ErrInvalidURL means a URL is malformed or not http or https.
 	ErrInvalidURL = errors.New("media: invalid URL")
 	// ErrBlockedAddress means a connection to a loopback, private or other special address was refused.
-	ErrBlockedAddress = errors.New("media: address not allowed")
+	ErrBlockedAddress = errors.New("media: address not allowed (loopback, private or special; SERVICE_ALLOW_PRIVATE_URLS=true allows loopback and private addresses)")
 	// ErrFetchStatus means a fetched URL answered with a non-2xx status.
 	ErrFetchStatus = errors.New("media: fetch returned an error status")
 )
