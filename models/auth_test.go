@@ -1,8 +1,12 @@
 package models_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,4 +138,78 @@ func TestPasswordOfAThirdPartyAccount(t *testing.T) {
 	if got, err := app.Authenticate(ctx, "OIDC@example.com", "first password", "192.0.2.1"); err != nil || got.ID != u.ID {
 		t.Fatalf("sign-in with the new password: %v", err)
 	}
+}
+
+func TestSignInCodeSetsANewPassword(t *testing.T) {
+	app := newApp(t)
+	ctx := context.Background()
+	// SERVICE_SMTP_URL is unset: the e-mail is written to the log, where the code is read from.
+	logs := &lockedBuffer{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	codeRE := regexp.MustCompile(`sign-in code is (\d{6})`)
+	lastCode := func() string {
+		m := codeRE.FindAllStringSubmatch(logs.String(), -1)
+		if m == nil {
+			t.Fatalf("no code in the log: %s", logs.String())
+		}
+		return m[len(m)-1][1]
+	}
+	u := models.User{ID: models.NewID(), Email: "buyer@example.com", Nickname: "buyer"}
+	if err := app.DB.Create(&u).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := app.SendSignInCode(ctx, "nobody@example.com", "192.0.2.1"); err != nil || codeRE.MatchString(logs.String()) {
+		t.Fatalf("an unknown address: %v, log %s", err, logs.String())
+	}
+	if err := app.SendSignInCode(ctx, "not an address", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+		t.Fatalf("an invalid address: %v", err)
+	}
+	if err := app.SendSignInCode(ctx, "Buyer@Example.com", "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	code := lastCode()
+	wrong := "000000"
+	if code == wrong {
+		wrong = "111111"
+	}
+	if _, err := app.ResetPassword(ctx, "buyer@example.com", wrong, "a new password", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+		t.Fatalf("a wrong code: %v", err)
+	}
+	if _, err := app.ResetPassword(ctx, "buyer@example.com", code, "short", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+		t.Fatalf("a short password: %v", err)
+	}
+	// A registration cannot use a sign-in code.
+	if _, err := app.Register(ctx, models.RegisterInput{Email: "buyer@example.com", Password: "a new password", Code: code, InvitationCode: "x"}, "192.0.2.1"); err == nil {
+		t.Fatal("registered with a sign-in code")
+	}
+	got, err := app.ResetPassword(ctx, "buyer@example.com", code, "a new password", "192.0.2.1")
+	if err != nil || got.ID != u.ID {
+		t.Fatalf("reset: %v", err)
+	}
+	if _, err := app.Authenticate(ctx, "buyer@example.com", "a new password", "192.0.2.1"); err != nil {
+		t.Fatalf("sign-in with the new password: %v", err)
+	}
+	if _, err := app.ResetPassword(ctx, "buyer@example.com", code, "a third password", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+		t.Fatalf("a used code: %v", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the log's concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

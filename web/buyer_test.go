@@ -1,12 +1,16 @@
 package web_test
 
 import (
+	"bufio"
 	"context"
 	"html"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"studio/models"
@@ -182,4 +186,152 @@ func TestClaimSuccessPageSpeaksPlainChinese(t *testing.T) {
 		!strings.Contains(collapsed, "GET /api/claims") || strings.Contains(collapsed, "<details open") {
 		t.Fatalf("collapsed sections: %s", excerpt(collapsed))
 	}
+}
+
+func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
+	sink := newSMTPSink(t)
+	e := newEnv(t, "SERVICE_SMTP_URL", sink.url)
+	redeemOnPage(t, e, e.browser(), "dee@example.com") // the buyer leaves without setting a password
+
+	_, start := e.api("POST", "/api/auth/device", "", map[string]any{})
+	userCode := start["user_code"].(string)
+	devicePath := "/device?user_code=" + url.QueryEscape(userCode)
+	b := e.browser()
+	link := deviceSignInRE.FindStringSubmatch(b.get(devicePath).Body)
+	signIn := b.get(html.UnescapeString(link[1]))
+	codeLink := regexp.MustCompile(`id="code-link" href="([^"]+)"`).FindStringSubmatch(signIn.Body)
+	if codeLink == nil || html.UnescapeString(codeLink[1]) != "/login/code?next="+url.QueryEscape(devicePath) {
+		t.Fatalf("sign-in page code link %v", codeLink)
+	}
+	codePage := b.get(html.UnescapeString(codeLink[1]))
+	token := formTokenRE.FindStringSubmatch(codePage.Body)[1]
+	next := html.UnescapeString(nextRE.FindStringSubmatch(codePage.Body)[1])
+	if next != devicePath {
+		t.Fatalf("code page keeps next %q, want %q", next, devicePath)
+	}
+	// An address without an account gets the same answer and no e-mail.
+	if p := b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"send"}, "email": {"nobody@example.com"}}); p.Status != 200 ||
+		!strings.Contains(p.Body, "a six-digit code is on its way") || sink.count() != 0 {
+		t.Fatalf("unknown address = %d (%d e-mails): %s", p.Status, sink.count(), excerpt(p.Body))
+	}
+	sent := b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"send"}, "email": {"Dee@example.com"}})
+	if sent.Status != 200 || !strings.Contains(sent.Body, `name="code"`) {
+		t.Fatalf("send code = %d: %s", sent.Status, excerpt(sent.Body))
+	}
+	code := sink.lastCode(t, "dee@example.com")
+	reset := func(code, pw string) *page {
+		return b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"reset"}, "email": {"dee@example.com"},
+			"code": {code}, "password": {pw}, "password_confirm": {pw}})
+	}
+	wrong := "000000"
+	if code == wrong {
+		wrong = "111111"
+	}
+	if p := reset(wrong, "a fine password"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "wrong verification code") {
+		t.Fatalf("wrong code = %d: %s", p.Status, excerpt(p.Body))
+	}
+	res := reset(code, "a fine password")
+	if res.Status != http.StatusSeeOther || res.Location != devicePath {
+		t.Fatalf("reset = %d to %q, want 303 to %q: %s", res.Status, res.Location, devicePath, excerpt(res.Body))
+	}
+	dev := b.get(res.Location)
+	approved := b.post("/device", url.Values{"csrf": {csrfRE.FindStringSubmatch(dev.Body)[1]}, "user_code": {userCode}, "action": {"approve"}})
+	if approved.Status != http.StatusOK || !strings.Contains(approved.Body, "Device approved") {
+		t.Fatalf("approve = %d: %s", approved.Status, excerpt(approved.Body))
+	}
+	if _, err := e.app.Authenticate(context.Background(), "dee@example.com", "a fine password", "192.0.2.9"); err != nil {
+		t.Fatalf("the new password does not sign in: %v", err)
+	}
+}
+
+// smtpSink is a minimal SMTP server on loopback that keeps every message it receives.
+type smtpSink struct {
+	url  string
+	mu   sync.Mutex
+	msgs []string
+}
+
+func newSMTPSink(t *testing.T) *smtpSink {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	s := &smtpSink{url: "smtp://" + ln.Addr().String() + "?from=studio@example.com"}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.serve(c)
+		}
+	}()
+	return s
+}
+
+func (s *smtpSink) serve(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	say := func(line string) { _, _ = io.WriteString(c, line+"\r\n") }
+	say("220 sink ESMTP")
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		cmd := strings.ToUpper(strings.TrimSpace(line))
+		switch {
+		case strings.HasPrefix(cmd, "EHLO"):
+			say("250-sink")
+			say("250 8BITMIME")
+		case strings.HasPrefix(cmd, "DATA"):
+			say("354 go on")
+			var b strings.Builder
+			for {
+				l, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if l == ".\r\n" {
+					break
+				}
+				b.WriteString(l)
+			}
+			s.mu.Lock()
+			s.msgs = append(s.msgs, b.String())
+			s.mu.Unlock()
+			say("250 queued")
+		case strings.HasPrefix(cmd, "QUIT"):
+			say("221 bye")
+			return
+		default:
+			say("250 ok")
+		}
+	}
+}
+
+func (s *smtpSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.msgs)
+}
+
+var signInCodeRE = regexp.MustCompile(`sign-in code is (\d{6})`)
+
+// lastCode returns the sign-in code of the latest message sent to email.
+func (s *smtpSink) lastCode(t *testing.T, email string) string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if strings.Contains(s.msgs[i], "To: <"+email+">") {
+			if m := signInCodeRE.FindStringSubmatch(s.msgs[i]); m != nil {
+				return m[1]
+			}
+		}
+	}
+	t.Fatalf("no code was e-mailed to %s (%d messages)", email, len(s.msgs))
+	return ""
 }

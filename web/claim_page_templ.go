@@ -763,7 +763,7 @@ func claimSignInSteps(loginURL, email string, passwordSet bool) templ.Component 
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "和密码，点击“Sign in”。</li><li>登录后即可查看积分，并用已解锁的模板生成图片、视频和文案。</li><li>在电脑上使用命令行工具时：登录命令会给出一个网址和一串验证码，用浏览器打开网址，先登录，核对验证码后点击“Approve”（同意）。</li></ol></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "和密码，点击“Sign in”。</li><li>登录后即可查看积分，并用已解锁的模板生成图片、视频和文案。</li><li>忘记密码，或还没有设置密码时：在登录页点击“No password yet, or forgot it? Get a code by e-mail”（邮件验证码），按邮件中的 6 位验证码设置新密码即可登录。</li><li>在电脑上使用命令行工具时：登录命令会给出一个网址和一串验证码，用浏览器打开网址，先登录，核对验证码后点击“Approve”（同意）。</li></ol></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

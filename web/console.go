@@ -51,6 +51,8 @@ func (c *Console) Register(r *mux.Router) {
 	r.HandleFunc("/", c.root).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/login", c.signInPage).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/login", c.signIn).Methods(http.MethodPost)
+	r.HandleFunc("/login/code", c.signInCodePage).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/login/code", c.signInCode).Methods(http.MethodPost)
 	r.HandleFunc("/logout", c.page("", c.signOut)).Methods(http.MethodPost)
 	r.HandleFunc("/claim/{code}", c.claimPage).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/claim/{code}", c.claimRedeem).Methods(http.MethodPost)

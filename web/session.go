@@ -3,8 +3,10 @@ package web
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -76,13 +78,88 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, status, signInPage(p))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: models.SessionCookie, Value: cookie, Path: "/", HttpOnly: true, Secure: c.secure(),
-		SameSite: http.SameSiteLaxMode, MaxAge: int(models.SessionTTL / time.Second)})
+	c.setSessionCookie(w, cookie)
 	target := consolePrefix
 	if sess, err := c.app.ResolveSession(r.Context(), cookie); err == nil {
 		target = returnPath(p.Next, &sess.Identity)
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// setSessionCookie gives the browser the cookie of a new session.
+func (c *Console) setSessionCookie(w http.ResponseWriter, cookie string) {
+	http.SetCookie(w, &http.Cookie{Name: models.SessionCookie, Value: cookie, Path: "/", HttpOnly: true, Secure: c.secure(),
+		SameSite: http.SameSiteLaxMode, MaxAge: int(models.SessionTTL / time.Second)})
+}
+
+// signInCodeView is the page that signs a personal account in with a code e-mailed to it, setting a
+// new password on the way.
+type signInCodeView struct {
+	Chrome    chrome
+	FormToken string
+	Next      string
+	Email     string
+	Error     string
+	Sent      bool // a code was asked for: the page asks for it and the new password
+}
+
+// signInCodePage asks for the e-mail address to send a sign-in code to.
+func (c *Console) signInCodePage(w http.ResponseWriter, r *http.Request) {
+	c.headers(w)
+	f := c.signInForm(w, r, r.URL.Query().Get("next"))
+	p := signInCodeView{Chrome: c.chrome(nil, "Sign in with an e-mailed code", ""), FormToken: f.FormToken, Next: f.Next}
+	c.render(w, r, http.StatusOK, signInCodePage(p))
+}
+
+// signInCode e-mails a code (models SendSignInCode), or checks it and sets the new password (models
+// ResetPassword), then opens a session and returns where the sign-in started (next).
+func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
+	c.headers(w)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		f := c.signInForm(w, r, "", "The form could not be read. Reload the page and try again.")
+		c.render(w, r, http.StatusBadRequest, signInCodePage(signInCodeView{Chrome: f.Chrome, FormToken: f.FormToken, Error: f.Error}))
+		return
+	}
+	f := c.signInForm(w, r, r.PostFormValue("next"))
+	p := signInCodeView{Chrome: c.chrome(nil, "Sign in with an e-mailed code", ""), FormToken: f.FormToken, Next: f.Next,
+		Email: strings.TrimSpace(r.PostFormValue("email"))}
+	fail := func(status int, msg string) {
+		p.Error = msg
+		c.render(w, r, status, signInCodePage(p))
+	}
+	if !c.checkFormToken(r) {
+		fail(http.StatusForbidden, "This form has expired. Reload the page and try again.")
+		return
+	}
+	if r.PostFormValue("step") != "reset" {
+		if err := c.app.SendSignInCode(r.Context(), p.Email, clientAddress(r)); err != nil {
+			fail(pageError(r, err))
+			return
+		}
+		p.Sent = true
+		p.Chrome.Notice = fmt.Sprintf("If an account uses %s, a six-digit code is on its way to it. It is valid for %d minutes.",
+			p.Email, int(models.EmailCodeTTL.Minutes()))
+		c.render(w, r, http.StatusOK, signInCodePage(p))
+		return
+	}
+	p.Sent = true
+	if r.PostFormValue("password") != r.PostFormValue("password_confirm") {
+		fail(http.StatusBadRequest, "The two passwords differ. Type the new password twice.")
+		return
+	}
+	u, err := c.app.ResetPassword(r.Context(), p.Email, r.PostFormValue("code"), r.PostFormValue("password"), clientAddress(r))
+	if err != nil {
+		fail(pageError(r, err))
+		return
+	}
+	cookie, err := c.app.StartUserSession(r.Context(), u.ID)
+	if err != nil {
+		fail(pageError(r, err))
+		return
+	}
+	c.setSessionCookie(w, cookie)
+	http.Redirect(w, r, returnPath(p.Next, &models.Identity{Kind: models.IdentityUser, UserID: u.ID}), http.StatusSeeOther)
 }
 
 // signOut ends the session and clears its cookie.
@@ -168,4 +245,20 @@ func clientAddress(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// codeLink is the sign-in-by-code page, keeping where the sign-in returns to.
+func codeLink(next string) string {
+	if next == "" {
+		return "/login/code"
+	}
+	return "/login/code?next=" + url.QueryEscape(next)
+}
+
+// signInLink is the sign-in page, keeping where it returns to.
+func signInLink(next string) string {
+	if next == "" {
+		return "/login"
+	}
+	return "/login?next=" + url.QueryEscape(next)
 }
