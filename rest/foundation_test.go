@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"studio/models"
+	"studio/rest"
 )
 
 func TestHealthAndPublicDocuments(t *testing.T) {
@@ -26,7 +27,7 @@ func TestHealthAndPublicDocuments(t *testing.T) {
 		t.Fatalf("doc-contracts video_tiers = %d, want 5", len(tiers))
 	}
 	o := e.call("GET", "/api/openapi.json", "", nil).expect(t, 200)
-	if o.str("openapi") != "3.1.0" {
+	if o.str("openapi") != "3.0.3" {
 		t.Fatalf("openapi version = %q", o.str("openapi"))
 	}
 }
@@ -191,4 +192,49 @@ func TestMetricsAndReadiness(t *testing.T) {
 	}
 	_ = e.svc.Stop(context.Background())
 	e.call("GET", "/api/ready", "", nil).expect(t, 503)
+}
+
+// TestOpenAPIDocumentIsComplete: the document is valid OpenAPI 3.0 (examples checked against their
+// schemas), every operation has an operationId, every request body an example, and every error
+// response the shape of its paths (Error, or OpenAIError on the OpenAI-style ones).
+func TestOpenAPIDocumentIsComplete(t *testing.T) {
+	doc, err := rest.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("rest/openapi.yaml is not valid OpenAPI: %v", err)
+	}
+	seen := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			if op.OperationID == "" {
+				t.Errorf("%s has no operationId", where)
+			} else if prev, dup := seen[op.OperationID]; dup {
+				t.Errorf("%s and %s share operationId %s", where, prev, op.OperationID)
+			}
+			seen[op.OperationID] = where
+			if op.RequestBody != nil {
+				for ct, mt := range op.RequestBody.Value.Content {
+					if mt.Example == nil && len(mt.Examples) == 0 {
+						t.Errorf("%s: the %s request body has no example", where, ct)
+					}
+				}
+			}
+			want := "Error"
+			if strings.HasPrefix(path, "/api/models") || path == "/api/chat/completions" {
+				want = "OpenAIError"
+			}
+			for status, r := range op.Responses.Map() {
+				if status[0] != '4' && status[0] != '5' || path == "/metrics" || path == "/api/health" || path == "/api/ready" {
+					continue
+				}
+				mt := r.Value.Content.Get("application/json")
+				if mt == nil || mt.Schema == nil || mt.Schema.Ref != "#/components/schemas/"+want {
+					t.Errorf("%s -> %s: the error response is not schema %s", where, status, want)
+				}
+			}
+		}
+	}
 }
