@@ -2,7 +2,9 @@ package main
 
 // The command-line client: `studio login`, `studio generate`, ... talk to a studio server over HTTP.
 // This file holds the one small client type, the stored credentials, errors and exit codes, and the
-// progress display; each client_*.go file holds a group of commands.
+// progress display; each client_*.go file holds a group of commands. Every call of the studio API goes
+// through the typed client generated from rest/openapi.yaml (studio/rest/client), so the commands prove
+// that client; only the direct upload to a presigned media-store URL and downloads are plain HTTP.
 
 import (
 	"bytes"
@@ -18,6 +20,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	restclient "studio/rest/client"
 )
 
 // Exit codes of the client commands, for scripts (also listed by GET /api/cli-guide).
@@ -176,44 +180,56 @@ func newClient(c *cobra.Command) *client {
 // requestTimeout bounds one JSON call (uploads and downloads are bounded by their size instead).
 const requestTimeout = time.Minute
 
-// call sends a JSON request (body nil for none) and decodes a 2xx answer into out (when not nil); it
-// returns the raw answer for --json output. An answer of 400 or more is an *apiError.
-func (c *client) call(ctx context.Context, method, path string, body, out any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
+// apiCall is one call of the generated REST client.
+type apiCall func(ctx context.Context, api *restclient.Client) (*http.Response, error)
+
+// do runs a call of the generated REST client within the request timeout and reads its answer (see answer).
+func (c *client) do(ctx context.Context, out any, call apiCall) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return c.send(req, out)
+	return c.doUnbounded(ctx, out, call)
 }
 
-// send adds the credential, sends req and reads its JSON answer.
-func (c *client) send(req *http.Request, out any) ([]byte, error) {
+// doUnbounded runs a call of the generated REST client (bounded by ctx only, for uploads) and reads its answer.
+func (c *client) doUnbounded(ctx context.Context, out any, call apiCall) ([]byte, error) {
+	api, err := restclient.NewClient(c.base, restclient.WithHTTPClient(c.http), restclient.WithRequestEditorFn(c.authorize))
+	if err != nil {
+		return nil, fmt.Errorf("the server address %q is not a URL: %w", c.base, err)
+	}
+	res, err := call(ctx, api)
+	if err != nil {
+		if u := errors.Unwrap(err); u != nil {
+			err = u
+		}
+		return nil, fmt.Errorf("cannot reach the studio server at %s: %w", c.base, err)
+	}
+	return c.answer(res, out)
+}
+
+// authorize adds the client's headers and credential to every API request.
+func (c *client) authorize(_ context.Context, req *http.Request) error {
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "studio-cli/"+version)
 	if c.cred != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cred)
 	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the studio server at %s: %w", c.base, errors.Unwrap(err))
-	}
+	return nil
+}
+
+// jsonBody encodes a request body for the generated client's ...WithBody calls.
+func jsonBody(v any) io.Reader {
+	b, _ := json.Marshal(v)
+	return bytes.NewReader(b)
+}
+
+// answer reads a JSON answer and decodes a 2xx answer into out (when not nil); it returns the raw answer
+// for --json output. An answer of 400 or more is an *apiError with the body's message and code.
+func (c *client) answer(res *http.Response, out any) ([]byte, error) {
 	defer res.Body.Close()
+	path := res.Request.URL.Path
 	raw, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
 	if err != nil {
-		return nil, fmt.Errorf("reading the answer of %s: %w", req.URL.Path, err)
+		return nil, fmt.Errorf("reading the answer of %s: %w", path, err)
 	}
 	if res.StatusCode >= 400 {
 		e := &apiError{Status: res.StatusCode}
@@ -231,7 +247,7 @@ func (c *client) send(req *http.Request, out any) ([]byte, error) {
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return raw, fmt.Errorf("unexpected answer from %s: %w", req.URL.Path, err)
+			return raw, fmt.Errorf("unexpected answer from %s: %w", path, err)
 		}
 	}
 	return raw, nil

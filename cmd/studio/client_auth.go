@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	restclient "studio/rest/client"
 )
 
 // deviceStart is the answer of POST /api/auth/device.
@@ -48,7 +52,9 @@ func newLoginCmd() *cobra.Command {
 			c.cred = "" // the device flow needs no credential; never send an old one
 			ctx := cmd.Context()
 			var start deviceStart
-			if _, err := c.call(ctx, "POST", "/api/auth/device", nil, &start); err != nil {
+			if _, err := c.do(ctx, &start, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+				return api.StartDeviceLogin(ctx)
+			}); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.errw, "To sign in, open\n\n    %s\n\nand check that it shows the code\n\n    %s\n\n(or open %s and enter the code)\n\n",
@@ -63,8 +69,10 @@ func newLoginCmd() *cobra.Command {
 					return err
 				}
 				var tok deviceToken
-				_, err := c.call(ctx, "POST", "/api/auth/device/token",
-					map[string]string{"grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": start.DeviceCode}, &tok)
+				grant := "urn:ietf:params:oauth:grant-type:device_code"
+				_, err := c.do(ctx, &tok, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+					return api.PollDeviceToken(ctx, restclient.PollDeviceTokenJSONRequestBody{GrantType: &grant, DeviceCode: start.DeviceCode})
+				})
 				var ae *apiError
 				switch {
 				case err == nil:
@@ -92,7 +100,9 @@ func newLoginCmd() *cobra.Command {
 func (c *client) finishLogin(cmd *cobra.Command, tok deviceToken) error {
 	c.cred = tok.AccessToken
 	var me whoami
-	raw, err := c.call(cmd.Context(), "GET", "/api/whoami", nil, &me)
+	raw, err := c.do(cmd.Context(), &me, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+		return api.Whoami(ctx)
+	})
 	if err != nil {
 		return err
 	}
@@ -147,7 +157,9 @@ func newWhoamiCmd() *cobra.Command {
 				return err
 			}
 			var me whoami
-			raw, err := c.call(cmd.Context(), "GET", "/api/whoami", nil, &me)
+			raw, err := c.do(cmd.Context(), &me, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+				return api.Whoami(ctx)
+			})
 			if err != nil {
 				return err
 			}
@@ -174,7 +186,9 @@ func newBalanceCmd() *cobra.Command {
 				Credits  int64  `json:"credits"`
 				Identity string `json:"identity"`
 			}
-			raw, err := c.call(cmd.Context(), "GET", "/api/balance", nil, &b)
+			raw, err := c.do(cmd.Context(), &b, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+				return api.GetBalance(ctx)
+			})
 			if err != nil {
 				return err
 			}

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
+	"net/http"
 	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	restclient "studio/rest/client"
 )
 
 // jobView is the answer of GET /api/jobs?id= (and one row of the listing).
@@ -97,14 +100,14 @@ func newGenerateCmd() *cobra.Command {
 			if err := c.needCredential(); err != nil {
 				return err
 			}
-			body := map[string]any{}
+			var body restclient.GenerateRequest
 			if prompt != "" {
-				body["prompt"] = prompt
+				body.Prompt = &prompt
 			} else {
 				if uuidRE.MatchString(tpl) {
-					body["template_id"] = tpl
+					body.TemplateId = &tpl
 				} else {
-					body["template_slug"] = tpl
+					body.TemplateSlug = &tpl
 				}
 				in := map[string]string{}
 				for _, kv := range inputs {
@@ -114,26 +117,27 @@ func newGenerateCmd() *cobra.Command {
 					}
 					in[k] = v
 				}
-				body["input"] = in
+				body.Input = in
 			}
-			for _, name := range []string{"ratio", "quality", "background", "resolution", "model"} {
-				if v, _ := fl.GetString(name); v != "" {
-					body[name] = v
-				}
-			}
+			body.Ratio, body.Model = flagString(fl, "ratio"), flagString(fl, "model")
+			body.Quality = (*restclient.GenerateRequestQuality)(flagString(fl, "quality"))
+			body.Background = (*restclient.GenerateRequestBackground)(flagString(fl, "background"))
+			body.Resolution = (*restclient.GenerateRequestResolution)(flagString(fl, "resolution"))
 			ctx := cmd.Context()
 			if len(refs) > 0 {
 				urls, err := c.references(ctx, refs)
 				if err != nil {
 					return err
 				}
-				body["reference_images"] = urls
+				body.ReferenceImages = &urls
 			}
 			var sub struct {
 				JobID  string `json:"jobId"`
 				Status string `json:"status"`
 			}
-			raw, err := c.call(ctx, "POST", "/api/generate", body, &sub)
+			raw, err := c.do(ctx, &sub, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+				return api.GenerateImage(ctx, nil, body)
+			})
 			if err != nil {
 				return err
 			}
@@ -175,7 +179,7 @@ func (c *client) waitJob(ctx context.Context, id string) (*jobView, []byte, erro
 			return nil, nil, err
 		}
 		var j jobView
-		raw, err := c.call(ctx, "GET", "/api/jobs?id="+url.QueryEscape(id), nil, &j)
+		raw, err := c.getJob(ctx, id, &j)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -232,7 +236,7 @@ func newJobsCmd() *cobra.Command {
 			ctx := cmd.Context()
 			if id != "" {
 				var j jobView
-				raw, err := c.call(ctx, "GET", "/api/jobs?id="+url.QueryEscape(id), nil, &j)
+				raw, err := c.getJob(ctx, id, &j)
 				if err != nil {
 					return err
 				}
@@ -242,21 +246,17 @@ func newJobsCmd() *cobra.Command {
 				c.printJobs([]jobView{j})
 				return nil
 			}
-			q := url.Values{}
-			if s, _ := fl.GetString("status"); s != "" {
-				q.Set("status", s)
-			}
+			params := restclient.GetJobsParams{Status: (*restclient.GetJobsParamsStatus)(flagString(fl, "status")), Cursor: flagString(fl, "cursor")}
 			if n, _ := fl.GetInt("limit"); n > 0 {
-				q.Set("limit", fmt.Sprint(n))
-			}
-			if cur, _ := fl.GetString("cursor"); cur != "" {
-				q.Set("cursor", cur)
+				params.Limit = &n
 			}
 			var page struct {
 				Jobs       []jobView `json:"jobs"`
 				NextCursor *string   `json:"next_cursor"`
 			}
-			raw, err := c.call(ctx, "GET", "/api/jobs?"+q.Encode(), nil, &page)
+			raw, err := c.do(ctx, &page, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+				return api.GetJobs(ctx, &params)
+			})
 			if err != nil {
 				return err
 			}
@@ -303,12 +303,9 @@ func newTemplatesCmd() *cobra.Command {
 			if err := c.needCredential(); err != nil {
 				return err
 			}
-			q := url.Values{}
-			for _, name := range []string{"type", "source"} {
-				if v, _ := cmd.Flags().GetString(name); v != "" {
-					q.Set(name, v)
-				}
-			}
+			fl := cmd.Flags()
+			params := restclient.ListTemplatesParams{Type: (*restclient.ListTemplatesParamsType)(flagString(fl, "type")),
+				Source: (*restclient.ListTemplatesParamsSource)(flagString(fl, "source"))}
 			var list struct {
 				Templates []struct {
 					ID     string `json:"id"`
@@ -318,7 +315,9 @@ func newTemplatesCmd() *cobra.Command {
 					Source string `json:"source"`
 				} `json:"templates"`
 			}
-			raw, err := c.call(cmd.Context(), "GET", "/api/templates?"+q.Encode(), nil, &list)
+			raw, err := c.do(cmd.Context(), &list, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+				return api.ListTemplates(ctx, &params)
+			})
 			if err != nil {
 				return err
 			}
@@ -360,15 +359,12 @@ func newVideoCmd() *cobra.Command {
 			if err := c.needCredential(); err != nil {
 				return err
 			}
-			body := map[string]any{"prompt": prompt}
-			for _, name := range []string{"model", "resolution", "ratio"} {
-				if v, _ := fl.GetString(name); v != "" {
-					body[name] = v
-				}
-			}
+			body := restclient.VideoRequest{Prompt: &prompt, Model: flagString(fl, "model"), Ratio: flagString(fl, "ratio"),
+				Resolution: (*restclient.VideoRequestResolution)(flagString(fl, "resolution"))}
 			if fl.Changed("duration") {
 				d, _ := fl.GetFloat64("duration")
-				body["duration"] = d
+				d32 := float32(d)
+				body.Duration = &d32
 			}
 			ctx := cmd.Context()
 			if len(images) > 0 {
@@ -376,10 +372,12 @@ func newVideoCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				body["images"] = urls
+				body.Images = &urls
 			}
 			var v videoView
-			raw, err := c.call(ctx, "POST", "/api/videos", body, &v)
+			raw, err := c.do(ctx, &v, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+				return api.CreateVideo(ctx, nil, body)
+			})
 			if err != nil {
 				return err
 			}
@@ -397,7 +395,10 @@ func newVideoCmd() *cobra.Command {
 					p.done()
 					return err
 				}
-				raw, err = c.call(ctx, "GET", "/api/videos?id="+url.QueryEscape(v.ID), nil, &v)
+				id := v.ID
+				raw, err = c.do(ctx, &v, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+					return api.GetVideos(ctx, &restclient.GetVideosParams{Id: &id})
+				})
 				if err != nil {
 					p.done()
 					return err
@@ -425,4 +426,19 @@ func newVideoCmd() *cobra.Command {
 	fl.Bool("no-wait", false, "print the task id and return at once")
 	fl.StringP("output", "o", "", "download the video to this FILE")
 	return cmd
+}
+
+// getJob reads one job (GET /api/jobs?id=) into j.
+func (c *client) getJob(ctx context.Context, id string, j *jobView) ([]byte, error) {
+	return c.do(ctx, j, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+		return api.GetJobs(ctx, &restclient.GetJobsParams{Id: &id})
+	})
+}
+
+// flagString returns a string flag's value, nil when it is empty (the generated client leaves the field out).
+func flagString(fl *pflag.FlagSet, name string) *string {
+	if v, _ := fl.GetString(name); v != "" {
+		return &v
+	}
+	return nil
 }

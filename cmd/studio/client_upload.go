@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	restclient "studio/rest/client"
 )
 
 // uploadResult is the answer of POST /api/upload-ref and of its commit, plus how the file went.
@@ -36,12 +38,8 @@ type presignAnswer struct {
 		Headers map[string]string `json:"headers"`
 	} `json:"upload"`
 	Commit struct {
-		Path string          `json:"path"`
 		Body json.RawMessage `json:"body"`
 	} `json:"commit"`
-	Fallback struct {
-		Path string `json:"path"`
-	} `json:"fallback"`
 }
 
 func newUploadCmd() *cobra.Command {
@@ -90,13 +88,14 @@ func (c *client) upload(ctx context.Context, path, workspace string) (*uploadRes
 		return nil, &exitError{code: exitUsage, err: fmt.Errorf("%s is not a regular file", path)}
 	}
 	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
-	body := map[string]any{"ext": ext, "size": fi.Size()}
+	body := restclient.PresignUploadJSONRequestBody{Ext: restclient.PresignUploadJSONBodyExt(ext), Size: int(fi.Size())}
 	if workspace != "" {
-		body["workspace_id"] = workspace
+		body.WorkspaceId = &workspace
 	}
 	var pre presignAnswer
-	_, err = c.call(ctx, "POST", "/api/upload-ref/presign", body, &pre)
-	fallback := "/api/upload-ref"
+	_, err = c.do(ctx, &pre, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+		return api.PresignUpload(ctx, body)
+	})
 	switch {
 	case err != nil:
 		fmt.Fprintf(c.errw, "direct upload not available (%v); uploading through the server\n", err)
@@ -107,13 +106,10 @@ func (c *client) upload(ctx context.Context, path, workspace string) (*uploadRes
 		}
 		fmt.Fprintf(c.errw, "direct upload failed (%v); uploading through the server\n", derr)
 	}
-	if pre.Fallback.Path != "" {
-		fallback = pre.Fallback.Path
-	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	return c.uploadProxy(ctx, f, filepath.Base(path), workspace, fallback)
+	return c.uploadProxy(ctx, f, filepath.Base(path), workspace)
 }
 
 // uploadDirect PUTs the file to the presigned URL with exactly the returned headers, then commits it.
@@ -146,24 +142,22 @@ func (c *client) uploadDirect(ctx context.Context, f *os.File, size int64, pre *
 	if res.StatusCode/100 != 2 {
 		return nil, fmt.Errorf("the media store answered %s", res.Status)
 	}
-	path := pre.Commit.Path
-	if path == "" {
-		path = "/api/upload-ref/commit"
-	}
 	var commit any = pre.Commit.Body
 	if len(pre.Commit.Body) == 0 {
-		commit = map[string]string{"key": pre.Key}
+		commit = restclient.CommitUploadJSONRequestBody{Key: pre.Key}
 	}
 	var out uploadResult
-	if _, err := c.call(ctx, "POST", path, commit, &out); err != nil {
+	if _, err := c.do(ctx, &out, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+		return api.CommitUploadWithBody(ctx, "application/json", jsonBody(commit))
+	}); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	out.Via = "direct"
 	return &out, nil
 }
 
-// uploadProxy posts the file as multipart, streamed from disk rather than read into memory.
-func (c *client) uploadProxy(ctx context.Context, f io.Reader, name, workspace, path string) (*uploadResult, error) {
+// uploadProxy posts the file as multipart (POST /api/upload-ref), streamed from disk rather than read into memory.
+func (c *client) uploadProxy(ctx context.Context, f io.Reader, name, workspace string) (*uploadResult, error) {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
@@ -184,14 +178,10 @@ func (c *client) uploadProxy(ctx context.Context, f io.Reader, name, workspace, 
 		}()
 		pw.CloseWithError(err)
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, pr)
-	if err != nil {
-		pr.Close()
-		return nil, err
-	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
 	var out uploadResult
-	_, err = c.send(req, &out)
+	_, err := c.doUnbounded(ctx, &out, func(ctx context.Context, api *restclient.Client) (*http.Response, error) {
+		return api.UploadRefWithBody(ctx, mw.FormDataContentType(), pr)
+	})
 	pr.Close()
 	if err != nil {
 		return nil, err
