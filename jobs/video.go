@@ -196,7 +196,8 @@ func (s *Service) startVideo(ctx context.Context, t *models.VideoTask, p *models
 // pollLater asks the queue to run the task's work again after the poll interval.
 func (s *Service) pollLater() error { return river.JobSnooze(s.opts.VideoPoll) }
 
-// progressed records a running task's progress and polls it again later, unless it ended meanwhile.
+// progressed records a running task's progress (reported by the upstream, 0 when it gives none) and
+// polls it again later, unless it ended meanwhile.
 func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress int) error {
 	running, err := s.app.VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
 	if err != nil || !running {
@@ -250,7 +251,7 @@ func (s *Service) pollVideo(ctx context.Context, t *models.VideoTask, deadline t
 		}
 		// A passing fault: poll again later; the deadline bounds how long.
 		slog.Warn("video: polling the upstream failed; polling again", "task_id", t.ID, "upstream", t.Upstream, "err", err)
-		return s.progressed(ctx, t, t.Progress)
+		return s.progressed(ctx, t, 0)
 	}
 	switch st.Status {
 	case upstream.VideoCompleted:
@@ -271,7 +272,7 @@ func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstre
 			return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())
 		}
 		slog.Warn("video: downloading the result failed; polling again", "task_id", t.ID, "upstream", t.Upstream, "err", err)
-		return s.progressed(ctx, t, t.Progress)
+		return s.progressed(ctx, t, 0)
 	}
 	defer body.Close()
 	prefix, err := media.JoinKey("videos", t.CreatedAt.UTC().Format("2006-01-02"))

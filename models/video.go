@@ -457,12 +457,17 @@ func (a *App) VideoTasks(ctx context.Context, id *Identity, status string, pageN
 }
 
 // StartVideoTask records that an upstream accepted a pending task: the task runs and remembers the
-// upstream and its task id (privately). It reports false, changing nothing, when the task is no longer
-// pending (cancelled meanwhile): the caller then cancels the upstream task.
-func (a *App) StartVideoTask(ctx context.Context, taskID, upstreamName, upstreamTaskID string, progress int) (bool, error) {
+// upstream and its task id (privately). reported is the upstream's progress figure (0 when it gives none).
+// It reports false, changing nothing, when the task is no longer pending (cancelled meanwhile): the
+// caller then cancels the upstream task.
+func (a *App) StartVideoTask(ctx context.Context, taskID, upstreamName, upstreamTaskID string, reported int) (bool, error) {
+	var t VideoTask
+	if err := a.DB.WithContext(ctx).Select("id, status, model, duration, progress, created_at").First(&t, "id = ?", taskID).Error; err != nil {
+		return false, Internal("video: read", err)
+	}
 	res := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("id = ? AND status = ?", taskID, VideoPending).Updates(map[string]any{
 		"status": VideoRunning, "upstream": upstreamName, "upstream_task_id": upstreamTaskID,
-		"progress": clampProgress(progress), "updated_at": a.Now()})
+		"progress": a.videoProgress(&t, reported), "updated_at": a.Now()})
 	if res.Error != nil {
 		return false, Internal("video: start", res.Error)
 	}
@@ -473,14 +478,14 @@ func (a *App) StartVideoTask(ctx context.Context, taskID, upstreamName, upstream
 	return true, nil
 }
 
-// VideoProgress records the progress of a running task (0..99: 100 is reached only when done). It
-// reports false when the task is no longer running.
-func (a *App) VideoProgress(ctx context.Context, taskID string, progress int) (bool, error) {
+// VideoProgress records the progress of a running task from the upstream's figure (reported, 0 when it
+// gives none). It reports false when the task is no longer running.
+func (a *App) VideoProgress(ctx context.Context, taskID string, reported int) (bool, error) {
 	var t VideoTask
-	if err := a.DB.WithContext(ctx).Select("id, status, progress").First(&t, "id = ?", taskID).Error; err != nil {
+	if err := a.DB.WithContext(ctx).Select("id, status, model, duration, progress, created_at").First(&t, "id = ?", taskID).Error; err != nil {
 		return false, Internal("video: read", err)
 	}
-	p := clampProgress(progress)
+	p := a.videoProgress(&t, reported)
 	if t.Status != VideoRunning || p == t.Progress {
 		return t.Status == VideoRunning, nil
 	}
@@ -496,8 +501,17 @@ func (a *App) VideoProgress(ctx context.Context, taskID string, progress int) (b
 	return true, nil
 }
 
-// clampProgress keeps an upstream's progress figure within 0..99: 100 is reached only when done.
-func clampProgress(p int) int { return max(0, min(p, 99)) }
+// videoProgress is the progress to show for an unfinished task: the upstream's figure when it gives one
+// (1..99), otherwise the time elapsed since submission against the tier's expected time
+// (contract.ExpectedVideoTime), at most 95 so that only a finished video shows 100. It never goes back.
+func (a *App) videoProgress(t *VideoTask, reported int) int {
+	p := reported
+	if p <= 0 || p >= 100 {
+		elapsed := a.Now().Sub(t.CreatedAt)
+		p = min(int(elapsed*100/contract.ExpectedVideoTime(t.Model, t.Duration)), 95)
+	}
+	return max(t.Progress, min(max(p, 0), 99))
+}
 
 // CompleteVideoTask marks a running task done with the stored video's URL and the upstream's cost. It
 // reports false, changing nothing, when the task is no longer running (cancelled meanwhile).

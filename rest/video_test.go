@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"studio/jobs/upstream"
 	"studio/jobs/upstream/fakeupstream"
 	"studio/models"
+	"studio/models/contract"
 )
 
 // videoChannels are the video channels videoUpstreams configures.
@@ -539,4 +541,69 @@ func TestVideoSubmitIdempotencyKey(t *testing.T) {
 	if again.str("id") != first.str("id") || again.Header.Get("Idempotent-Replayed") != "true" || e.credits(key) != 96 {
 		t.Fatalf("retry = %s (replayed %q), balance %v; want the first answer, charged once", again.Body, again.Header.Get("Idempotent-Replayed"), e.credits(key))
 	}
+}
+
+func TestVideoProgressIsRealFromTheStart(t *testing.T) {
+	t.Run("an upstream that finishes at once does not show 99 while the task runs", func(t *testing.T) {
+		e := newEnv(t, func(c *envConfig) { c.opts.Jobs.VideoPoll = 2 * time.Second }) // the built-in upstreams
+		_, key := e.tenant("Acme", 100)
+		id := e.call("POST", "/api/videos", key, map[string]any{"prompt": "a boat", "model": upstream.TierA20Fast, "duration": 5}).expect(t, 200).str("id")
+		r := e.waitVideo(key, id, "running", "done")
+		if r.str("status") != "running" || r.num("progress") > 5 {
+			t.Fatalf("just started: status %s progress %v, want running near 0", r.str("status"), r.num("progress"))
+		}
+		if r = e.waitVideo(key, id, "done", "failed"); r.str("status") != "done" || r.num("progress") != 100 {
+			t.Fatalf("finished: %s", r.Body)
+		}
+	})
+	t.Run("without an upstream figure, progress is the time elapsed against the tier's expected time", func(t *testing.T) {
+		srv, opt := videoUpstreams(t)
+		srv.SetVideoPolls(100000)
+		srv.SetVideoProgressReported(false)
+		e := newEnv(t, opt)
+		var offset atomic.Int64
+		e.app.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+		_, key := e.tenant("Acme", 100)
+		id := e.call("POST", "/api/videos", key, map[string]any{"prompt": "a boat", "model": upstream.TierA20Fast, "duration": 5}).expect(t, 200).str("id")
+		if r := e.waitVideo(key, id, "running"); r.num("progress") > 5 {
+			t.Fatalf("just started: progress %v, want near 0", r.num("progress"))
+		}
+		expected := contract.ExpectedVideoTime(upstream.TierA20Fast, 5)
+		waitProgress := func(lo, hi float64) {
+			t.Helper()
+			var last float64
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				r := e.call("GET", "/api/videos?id="+id, key, nil).expect(t, 200)
+				if last = r.num("progress"); last >= lo && last <= hi && r.str("status") == "running" {
+					return
+				}
+			}
+			t.Fatalf("progress = %v, want %v..%v", last, lo, hi)
+		}
+		offset.Store(int64(expected / 2))
+		waitProgress(45, 55)
+		offset.Store(int64(expected * 3))
+		waitProgress(95, 95) // an estimate stops short of done
+		offset.Store(0)      // progress never goes back
+		time.Sleep(300 * time.Millisecond)
+		waitProgress(95, 95)
+	})
+	t.Run("an upstream's own figure is shown", func(t *testing.T) {
+		srv, opt := videoUpstreams(t)
+		srv.SetVideoPolls(4) // 25, 50, 75, then completed
+		e := newEnv(t, func(c *envConfig) { opt(c); c.opts.Jobs.VideoPoll = 400 * time.Millisecond })
+		_, key := e.tenant("Acme", 100)
+		id := e.call("POST", "/api/videos", key, map[string]any{"prompt": "a boat", "model": upstream.TierA20Fast, "duration": 5}).expect(t, 200).str("id")
+		seen := map[float64]bool{}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(40 * time.Millisecond) {
+			r := e.call("GET", "/api/videos?id="+id, key, nil).expect(t, 200)
+			seen[r.num("progress")] = true
+			if r.str("status") == "done" {
+				break
+			}
+		}
+		if !seen[25] || !seen[50] || !seen[75] || !seen[100] {
+			t.Fatalf("progress values seen = %v, want the upstream's 25, 50, 75 and then 100", seen)
+		}
+	})
 }

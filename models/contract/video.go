@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Video resolutions of D7, as sent in the submit field resolution.
@@ -214,4 +215,27 @@ func resolutionNames(costs []ResolutionCost) []string {
 		names[i] = c.Resolution
 	}
 	return names
+}
+
+// expectedVideoTime is how long each tier usually takes to generate a five-second clip; the progress of
+// a task whose upstream reports none is the time elapsed against it (ExpectedVideoTime).
+var expectedVideoTime = map[string]time.Duration{
+	"vidA-2-0-pro-260801":  120 * time.Second,
+	"vidA-2-0-fast-260801": 60 * time.Second,
+	"vidA-2-0-mini-260801": 45 * time.Second,
+	"vidA-2-5-pro-260801":  150 * time.Second,
+	"vidB-H3":              90 * time.Second,
+}
+
+// ExpectedVideoTime returns how long a video of the tier and duration is expected to take: the tier's
+// time for five seconds, in proportion to longer clips (two minutes for an unknown tier).
+func ExpectedVideoTime(tier string, duration int) time.Duration {
+	d, ok := expectedVideoTime[tier]
+	if !ok {
+		d = 2 * time.Minute
+	}
+	if duration > 5 {
+		d = d * time.Duration(duration) / 5
+	}
+	return d
 }

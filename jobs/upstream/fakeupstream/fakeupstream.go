@@ -78,6 +78,7 @@ type Server struct {
 	streamChunks int
 	streamDelay  time.Duration
 	videoPolls   int
+	noProgress   bool
 	videos       map[string]*video
 	nextID       int
 }
@@ -175,6 +176,14 @@ func (s *Server) SetVideoPolls(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.videoPolls = max(n, 1)
+}
+
+// SetVideoProgressReported sets whether video status answers carry a progress figure (the default) or
+// none, like upstreams that only say queued, in_progress and completed.
+func (s *Server) SetVideoProgressReported(reported bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noProgress = !reported
 }
 
 // Count returns how many requests reached a path pattern over every channel, such as
@@ -453,6 +462,9 @@ func (s *Server) videoObject(id string, v *video) map[string]any {
 		status, progress = "completed", 100
 	case v.polls > 0:
 		status, progress = "in_progress", v.polls*100/s.videoPolls
+	}
+	if s.noProgress {
+		return map[string]any{"id": id, "object": "video", "status": status, "model": v.model}
 	}
 	return map[string]any{"id": id, "object": "video", "status": status, "progress": progress, "model": v.model}
 }
