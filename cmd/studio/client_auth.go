@@ -36,6 +36,8 @@ type whoami struct {
 	Email    string `json:"email"`
 	Nickname string `json:"nickname"`
 	Credits  int64  `json:"credits"`
+	// CallbackSecret verifies the signatures of this person's job callbacks.
+	CallbackSecret string `json:"callback_secret"`
 }
 
 func newLoginCmd() *cobra.Command {
@@ -167,6 +169,7 @@ func newWhoamiCmd() *cobra.Command {
 				return c.printJSON(raw)
 			}
 			c.printf("%s (%s), %d credits, at %s\n", me.Email, me.Nickname, me.Credits, c.base)
+			c.printf("callback signing secret: %s\n", me.CallbackSecret)
 			return nil
 		},
 	})

@@ -318,6 +318,9 @@ func TestLoginByDeviceAuthorization(t *testing.T) {
 	if w := run("whoami", "--json").expect(t, exitOK).json(t); w["email"] != "me@example.com" || w["credits"] != 7.0 {
 		t.Fatalf("whoami = %v", w)
 	}
+	if r := run("whoami").expect(t, exitOK); !strings.Contains(r.out, "me@example.com") || !strings.Contains(r.out, "callback signing secret: whsec_") {
+		t.Fatalf("whoami = %q, want the account and its callback signing secret", r.out)
+	}
 	if r := run("balance").expect(t, exitOK); strings.TrimSpace(r.out) != "7 credits" {
 		t.Fatalf("balance = %q", r.out)
 	}
