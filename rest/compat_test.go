@@ -167,3 +167,34 @@ func TestReadmeShowsTheCompatScripts(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookScriptSaysWhyASubmitIsRefused: run against a service with its default settings (private
+// callback addresses refused), the webhook snippet stops at once with the server's answer, which names
+// SERVICE_ALLOW_PRIVATE_URLS, instead of waiting forever for a callback that never comes.
+func TestWebhookScriptSaysWhyASubmitIsRefused(t *testing.T) {
+	node := requireNode(t)
+	_, opt := fakeUpstreams(t)
+	e := newEnv(t, opt, withVar("SERVICE_ALLOW_PRIVATE_URLS", "false"))
+	tid, key := e.tenant("Acme", 10)
+	tenant, err := e.app.Tenant(t.Context(), tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "webhook.mjs")
+	cmd.Dir = compatDir
+	cmd.Env = append(os.Environ(), "STUDIO_URL="+e.srv.URL, "STUDIO_API_KEY="+key, "STUDIO_CALLBACK_SECRET="+tenant.CallbackSecret)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("webhook.mjs still waits for a callback after its submit was refused:\n%s\n%s", out.String(), errOut.String())
+	}
+	if err == nil || !strings.Contains(errOut.String(), "submit refused: 400 invalid") || !strings.Contains(errOut.String(), "SERVICE_ALLOW_PRIVATE_URLS") {
+		t.Fatalf("webhook.mjs did not report the refused submit: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	if strings.Contains(out.String(), "submitted:") {
+		t.Fatalf("webhook.mjs claims a submission:\n%s", out.String())
+	}
+}

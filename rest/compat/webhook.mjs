@@ -23,10 +23,18 @@ const receiver = http.createServer((req, res) => {
 
 receiver.listen(0, "127.0.0.1", async () => {
   const callbackURL = `http://127.0.0.1:${receiver.address().port}/studio-callback`;
-  const job = await fetch(`${process.env.STUDIO_URL}/api/generate`, {
+  const res = await fetch(`${process.env.STUDIO_URL}/api/generate`, {
     method: "POST",
     headers: { "X-API-Key": process.env.STUDIO_API_KEY, "Content-Type": "application/json" },
     body: JSON.stringify({ prompt: "a lighthouse at dawn", callback_url: callbackURL }),
-  }).then((res) => res.json());
+  });
+  const job = await res.json();
+  if (!res.ok) {
+    // e.g. 400 "invalid": a loopback callback_url needs SERVICE_ALLOW_PRIVATE_URLS=true on the server.
+    console.error("submit refused:", res.status, job.code, job.error);
+    process.exitCode = 1;
+    receiver.close();
+    return;
+  }
   console.log("submitted:", job.jobId);
 });
