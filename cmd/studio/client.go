@@ -307,7 +307,10 @@ func (c *client) download(ctx context.Context, url, path string) error {
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := saveOutput(tmp.Name(), path); err != nil {
+		return fmt.Errorf("%w (the result stays at %s)", err, url)
+	}
+	return nil
 }
 
 // progress shows that the client is waiting: a spinner with a status line on a terminal, plain dots otherwise.

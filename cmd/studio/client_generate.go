@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,6 +95,9 @@ func newGenerateCmd() *cobra.Command {
 			}
 			if noWait && output != "" {
 				return usageError("-o needs to wait for the result: drop --no-wait")
+			}
+			if err := checkOutputName(output, imageExts); err != nil {
+				return err
 			}
 			if err := c.needCredential(); err != nil {
 				return err
@@ -279,7 +281,7 @@ func newJobsCmd() *cobra.Command {
 }
 
 func (c *client) printJobs(jobs []jobView) {
-	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	tw := newTable(c.out)
 	fmt.Fprintln(tw, "JOB\tSTATUS\tCREATED\tRESULT")
 	for _, j := range jobs {
 		result := j.CDNURL
@@ -324,7 +326,7 @@ func newTemplatesCmd() *cobra.Command {
 			if c.asJSON {
 				return c.printJSON(raw)
 			}
-			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+			tw := newTable(c.out)
 			fmt.Fprintln(tw, "ID\tTYPE\tSLUG\tNAME\tSOURCE")
 			for _, t := range list.Templates {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Type, t.Slug, t.ZhName, t.Source)
@@ -355,6 +357,9 @@ func newVideoCmd() *cobra.Command {
 			}
 			if noWait && output != "" {
 				return usageError("-o needs to wait for the result: drop --no-wait")
+			}
+			if err := checkOutputName(output, videoExts); err != nil {
+				return err
 			}
 			if err := c.needCredential(); err != nil {
 				return err
