@@ -364,6 +364,17 @@ func shortID(id string) string {
 // isoTime is a time for the datetime attribute of <time>, in UTC.
 func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
+// defaultVideoSeconds is the length the video form offers when no template gives one: every tier takes it.
+const defaultVideoSeconds = "5"
+
+// videoDuration is the duration the video form shows: the posted one, or the default length.
+func videoDuration(p jobsView) string {
+	if p.VideoDuration != "" {
+		return p.VideoDuration
+	}
+	return defaultVideoSeconds
+}
+
 // tierLabel describes a video tier in the tier choice: its name, durations and resolutions.
 func tierLabel(t contract.Tier) string {
 	return fmt.Sprintf("%s: %d to %d s, %s", t.Name, t.MinDuration, t.MaxDuration, strings.Join(t.Resolutions, " or "))

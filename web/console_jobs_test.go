@@ -125,3 +125,68 @@ func TestJobsPageGeneratesFromATemplateAVideoAndCopy(t *testing.T) {
 		t.Fatalf("the chat upstream got %s", body)
 	}
 }
+
+// videoFormValues are what a browser submits from the video form as rendered: every input with its
+// value, the selected option of every select, and the given text in each textarea.
+func videoFormValues(t *testing.T, body string, text map[string]string) url.Values {
+	t.Helper()
+	start := strings.Index(body, `id="video-form"`)
+	end := strings.Index(body[max(start, 0):], "</form>")
+	if start < 0 || end < 0 {
+		t.Fatalf("no video form: %s", excerpt(body))
+	}
+	form := body[start : start+end]
+	v := url.Values{}
+	for _, in := range regexp.MustCompile(`<input[^>]*>`).FindAllString(form, -1) {
+		name := regexp.MustCompile(`name="([^"]*)"`).FindStringSubmatch(in)
+		if name == nil {
+			continue
+		}
+		value := ""
+		if m := regexp.MustCompile(`value="([^"]*)"`).FindStringSubmatch(in); m != nil {
+			value = m[1]
+		}
+		if strings.Contains(in, " required") && value == "" {
+			t.Fatalf("the form asks for %s with no value: %s", name[1], in)
+		}
+		v.Set(name[1], value)
+	}
+	for _, sel := range regexp.MustCompile(`(?s)<select[^>]*name="([^"]*)"[^>]*>(.*?)</select>`).FindAllStringSubmatch(form, -1) {
+		opts := regexp.MustCompile(`<option value="([^"]*)"( selected)?`).FindAllStringSubmatch(sel[2], -1)
+		if len(opts) == 0 {
+			continue
+		}
+		v.Set(sel[1], opts[0][1])
+		for _, o := range opts {
+			if o[2] != "" {
+				v.Set(sel[1], o[1])
+			}
+		}
+	}
+	for k, s := range text {
+		v.Set(k, s)
+	}
+	return v
+}
+
+// TestVideoFormAsRenderedSubmits: a tenant who types only a prompt into the video form and submits it
+// gets a video: the form offers a length every tier takes, instead of an empty field the service refuses.
+func TestVideoFormAsRenderedSubmits(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.tenant("Acme", 100)
+	b := e.browser()
+	b.signIn(key)
+	p := b.get("/console/jobs?make=video")
+	if p.Status != 200 {
+		t.Fatalf("video form = %d", p.Status)
+	}
+	v := videoFormValues(t, p.Body, map[string]string{"prompt": "a boat at dawn"})
+	res := b.post("/console/jobs", v)
+	if res.Status != http.StatusSeeOther || !strings.HasPrefix(res.Location, "/console/jobs?make=video") {
+		t.Fatalf("the video form as rendered (%v) = %d %q: %s", v, res.Status, res.Location, excerpt(res.Body))
+	}
+	status, list := e.api("GET", "/api/videos", key, nil)
+	if status != 200 || list["total"].(float64) != 1 {
+		t.Fatalf("videos over the API = %d %v", status, list)
+	}
+}
