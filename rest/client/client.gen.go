@@ -918,8 +918,10 @@ type VideoTask struct {
 	Id       openapi_types.UUID `json:"id"`
 
 	// Model tier code
-	Model      string              `json:"model"`
-	Ok         *bool               `json:"ok,omitempty"`
+	Model string `json:"model"`
+	Ok    *bool  `json:"ok,omitempty"`
+
+	// Progress the upstream's own figure when it gives one, otherwise the time elapsed since submission against the tier's expected generation time (at most 95); never goes back; 100 only when done
 	Progress   int                 `json:"progress"`
 	Resolution VideoTaskResolution `json:"resolution"`
 	Status     VideoTaskStatus     `json:"status"`
