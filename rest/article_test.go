@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,6 +159,40 @@ func TestBuiltinCopyHasARealTitle(t *testing.T) {
 			}
 			if r.str("body") == "" {
 				t.Errorf("empty body: %s", r.Body)
+			}
+		})
+	}
+}
+
+// TestBuiltinCopyHashtagsAreTags: the built-in copy writer tags its copy with the subject and whole
+// words, never with pieces of the request ("写一", "篇小", "红书" cut from "写一篇小红书笔记").
+func TestBuiltinCopyHashtagsAreTags(t *testing.T) {
+	e := newEnv(t) // the built-in upstreams
+	_, key := e.tenant("Acme", 10)
+	for _, c := range []struct {
+		name, template, product, subjectTag string
+		notTags                             []string
+	}{
+		{"chinese", "为{product}写一篇小红书笔记", "Lu Yu Tea", "LuYuTea", []string{"写一", "篇小", "红书", "笔记"}},
+		{"english", "Write a xiaohongshu note about {product} that keeps drinks cold", "our insulated bottle", "insulatedbottle", []string{"write", "xiaohongshu", "note", "keeps", "drinks"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tpl := tplCopy("tags-"+c.name, "xiaohongshu")
+			tpl["generation_configs"].([]any)[0].(map[string]any)["prompt_template"] = c.template
+			e.tplCreate("/api/templates", key, tpl)
+			r := e.call("POST", "/api/article", key, map[string]any{"template_slug": "tags-" + c.name,
+				"input": map[string]any{"product": c.product}}).expect(t, 200)
+			tags, _ := r.JSON["hashtags"].([]any)
+			if len(tags) == 0 || tags[0] != c.subjectTag {
+				t.Fatalf("hashtags = %v, want the subject %q first", tags, c.subjectTag)
+			}
+			for _, tag := range tags {
+				if slices.Contains(c.notTags, tag.(string)) {
+					t.Errorf("hashtag %q is a piece of the request: %v", tag, tags)
+				}
+			}
+			if body := r.str("body"); strings.Contains(body, "关于「") && !strings.Contains(body, "」的") {
+				t.Errorf("body %q leaves its sentence unfinished", body)
 			}
 		})
 	}

@@ -37,48 +37,6 @@ func topicOf(s string, n int) string {
 	return s
 }
 
-// keywords returns up to n distinct words of s (for CJK text, two-character pieces).
-func keywords(s string, n int) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(w string) {
-		w = strings.ToLower(strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }))
-		if w == "" || seen[w] || len(out) >= n || stopWords[w] {
-			return
-		}
-		seen[w] = true
-		out = append(out, w)
-	}
-	if hasCJK(s) {
-		var run []rune
-		flush := func() {
-			for i := 0; i+1 < len(run); i += 2 {
-				add(string(run[i : i+2]))
-			}
-			run = run[:0]
-		}
-		for _, r := range s {
-			if unicode.Is(unicode.Han, r) {
-				run = append(run, r)
-				continue
-			}
-			flush()
-		}
-		flush()
-		return out
-	}
-	for _, w := range strings.Fields(s) {
-		if utf8.RuneCountInString(w) > 3 {
-			add(w)
-		}
-	}
-	return out
-}
-
-var stopWords = map[string]bool{"with": true, "that": true, "this": true, "from": true, "your": true,
-	"write": true, "about": true, "please": true, "json": true, "title": true, "body": true, "hashtags": true,
-	"answer": true, "return": true, "object": true}
-
 // copyText is the builtin answer to a copy request.
 type copyText struct {
 	Title    string   `json:"title"`
@@ -91,13 +49,10 @@ type copyText struct {
 func composeCopy(system, user string) copyText {
 	seed := rng(seedOf([]byte(system), []byte(user)))
 	topic := subjectOf(user)
-	tags := keywords(user, 4)
-	if len(tags) == 0 {
-		tags = []string{"creative"}
-	}
 	if hasCJK(user + system) {
 		headlines := []string{"%s｜一篇讲清楚它的亮点", "关于%s，这些细节值得一看", "%s真实体验分享", "%s，收藏这一篇就够了"}
-		openers := []string{"今天想和你聊聊", "最近一直在琢磨", "分享一个关于", "终于整理好了"}
+		openers := []string{"今天想和你聊聊", "最近一直在琢磨", "想和你分享", "终于整理好了"}
+		tags := copyTags(&seed, strings.ReplaceAll(topic, " ", ""), []string{"好物分享", "种草", "生活方式", "日常分享", "灵感"})
 		middles := []string{"细节决定质感，配色和构图都经过反复推敲。", "从灵感到成品，每一步都值得慢慢体会。", "简单的元素组合在一起，也能很有氛围感。"}
 		endings := []string{"喜欢的话记得收藏，我们下次见！", "你更喜欢哪一种？评论区告诉我。", "欢迎转发给需要的朋友。"}
 		title := fmt.Sprintf(headlines[seed.next()%uint64(len(headlines))], topic)
@@ -105,6 +60,7 @@ func composeCopy(system, user string) copyText {
 			middles[seed.next()%uint64(len(middles))], endings[seed.next()%uint64(len(endings))])
 		return copyText{Title: title, Body: body, Hashtags: tags}
 	}
+	tags := copyTags(&seed, strings.ToLower(strings.ReplaceAll(topic, " ", "")), []string{"inspiration", "design", "dailypick", "recommended", "lifestyle"})
 	headlines := []string{"%s: What Makes It Special", "Why %s Deserves a Closer Look", "%s, Explained", "Meet %s"}
 	openers := []string{"Here is a fresh take on", "Let's talk about", "A closer look at", "Everything you need to know about"}
 	middles := []string{"Every detail was chosen with care, from colour to composition.", "Simple elements, combined well, create a strong mood.", "From the first idea to the final piece, each step matters."}
@@ -113,6 +69,20 @@ func composeCopy(system, user string) copyText {
 	body := fmt.Sprintf("%s %s. %s %s", openers[seed.next()%uint64(len(openers))], topic,
 		middles[seed.next()%uint64(len(middles))], endings[seed.next()%uint64(len(endings))])
 	return copyText{Title: title, Body: body, Hashtags: tags}
+}
+
+// copyTags returns the hashtags of builtin copy: the subject, then two tags of the pool chosen by seed
+// (never pieces of the request's own words).
+func copyTags(seed *rng, subject string, pool []string) []string {
+	tags := []string{}
+	if subject != "" && subject != topicOf("", 1) {
+		tags = append(tags, subject)
+	}
+	start := int(seed.next() % uint64(len(pool)))
+	for i := 0; len(tags) < 3 && i < len(pool); i++ {
+		tags = append(tags, pool[(start+i)%len(pool)])
+	}
+	return tags
 }
 
 // cjkInstruction matches the request words around a Chinese subject ("为我们的…写一篇小红书笔记").
