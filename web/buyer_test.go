@@ -335,3 +335,20 @@ func (s *smtpSink) lastCode(t *testing.T, email string) string {
 	t.Fatalf("no code was e-mailed to %s (%d messages)", email, len(s.msgs))
 	return ""
 }
+
+// TestDevicePageOffersTheCodeForAccountsWithoutAPassword: a buyer without a password who opens the link
+// of `studio login` finds, on /device itself, the way to get a code by e-mail that returns to this
+// device code; and the page does not send someone who can approve right there to sign in "first".
+func TestDevicePageOffersTheCodeForAccountsWithoutAPassword(t *testing.T) {
+	e := newEnv(t)
+	_, start := e.api("POST", "/api/auth/device", "", map[string]any{})
+	devicePath := "/device?user_code=" + url.QueryEscape(start["user_code"].(string))
+	p := e.browser().get(devicePath)
+	link := regexp.MustCompile(`id="device-code" href="([^"]+)"`).FindStringSubmatch(p.Body)
+	if p.Status != 200 || link == nil || html.UnescapeString(link[1]) != "/login/code?next="+url.QueryEscape(devicePath) {
+		t.Fatalf("device page = %d, code link %v: %s", p.Status, link, excerpt(p.Body))
+	}
+	if strings.Contains(p.Body, "first</a>") || !strings.Contains(p.Body, `name="password"`) {
+		t.Fatalf("the device page asks to sign in elsewhere first although it takes the password: %s", excerpt(p.Body))
+	}
+}

@@ -15,6 +15,7 @@ type devicePage struct {
 	SignedInAs string // e-mail of the browser session's account; empty when not signed in
 	OIDCURL    string // third-party sign-in link; empty when not configured
 	SignInURL  string // the console sign-in page, returning here (with the user code) afterwards
+	CodeURL    string // the sign-in-by-code page (no password yet, or a forgotten one), returning here
 	Error      string
 	Done       string // "approved" or "denied" once decided
 }
@@ -86,6 +87,7 @@ func (s *Server) devicePage(w http.ResponseWriter, r *http.Request, userCode str
 		back += "?user_code=" + url.QueryEscape(p.UserCode)
 	}
 	p.SignInURL = "/login?next=" + url.QueryEscape(back)
+	p.CodeURL = codeLink(back)
 	if s.app.OIDCEnabled() {
 		p.OIDCURL = "/api/auth/oidc/start?return=" + url.QueryEscape(back)
 	}
