@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 	"gorm.io/gorm"
 
 	"studio/models"
@@ -72,8 +73,9 @@ type QueueConfig struct {
 	Workers      *river.Workers
 	Periodic     []*river.PeriodicJob
 	MaxWorkers   int
-	JobTimeout   time.Duration // longest a single job may run
-	RescueAfter  time.Duration // a job running longer than this (its worker died) is run again
+	JobTimeout   time.Duration // longest a single run of a job may take
+	RescueAfter  time.Duration // a running job whose heartbeat is older than this (its worker died) is run again
+	Heartbeat    time.Duration // how often a running job's heartbeat is written (well under RescueAfter)
 	PollInterval time.Duration
 }
 
@@ -88,13 +90,17 @@ type Queue struct {
 // NewQueue builds the River clients for the database: riversqlite on SQLite, riverpgxv5 for the workers
 // on PostgreSQL (LISTEN/NOTIFY wake-ups) with riverdatabasesql for inserts inside GORM transactions.
 func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, error) {
+	var beat *heartbeat
 	rcfg := func() *river.Config {
 		return &river.Config{
-			Queues:                      map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
-			Workers:                     cfg.Workers,
-			PeriodicJobs:                cfg.Periodic,
-			JobTimeout:                  cfg.JobTimeout,
+			Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+			Workers:      cfg.Workers,
+			PeriodicJobs: cfg.Periodic,
+			// Runs are bounded by the heartbeat middleware (River requires its own timeout to be shorter
+			// than RescueStuckJobsAfter, which is short here because live jobs keep their heartbeat).
+			JobTimeout:                  -1,
 			RescueStuckJobsAfter:        cfg.RescueAfter,
+			Middleware:                  []rivertype.Middleware{beat},
 			FetchPollInterval:           cfg.PollInterval,
 			FetchCooldown:               minDuration(cfg.PollInterval, 100*time.Millisecond),
 			MaxAttempts:                 10,
@@ -103,6 +109,11 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 		}
 	}
 	q := &Queue{}
+	beat = &heartbeat{every: cfg.Heartbeat, timeout: cfg.JobTimeout, db: db.SQL,
+		stmt: "UPDATE river_job SET attempted_at = now() WHERE id = $1 AND state = 'running' AND attempt = $2"}
+	if db.Dialect == models.SQLite {
+		beat.stmt = "UPDATE river_job SET attempted_at = datetime('now', 'subsec') WHERE id = ? AND state = 'running' AND attempt = ?"
+	}
 	switch db.Dialect {
 	case models.SQLite:
 		client, err := river.NewClient(riversqlite.New(db.SQL), rcfg())
@@ -129,6 +140,7 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			return nil, fmt.Errorf("queue: connect: %w", err)
 		}
 		q.pool = pool
+		beat.pool = pool
 		client, err := river.NewClient(riverpgxv5.New(pool), rcfg())
 		if err != nil {
 			pool.Close()
@@ -146,6 +158,58 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 		q.start, q.stop = client.Start, client.Stop
 	}
 	return q, nil
+}
+
+// heartbeat is the River worker middleware that keeps a running job from being rescued while its process
+// is alive: every `every` it moves the job's attempted_at (the time River's rescuer compares with
+// RescueStuckJobsAfter) to now. When the process dies the heartbeat stops, and River's rescuer (on the
+// elected leader) makes the job available again once RescueStuckJobsAfter has passed since the last beat.
+// It also bounds one run by timeout, as River's JobTimeout would.
+type heartbeat struct {
+	river.MiddlewareDefaults
+	every   time.Duration
+	timeout time.Duration
+	stmt    string
+	db      *sql.DB       // SQLite
+	pool    *pgxpool.Pool // PostgreSQL: the queue's own pool, so that a busy request pool never delays a beat
+}
+
+func (h *heartbeat) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	if h.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	if h.every <= 0 {
+		return doInner(ctx)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(h.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.every)
+			var err error
+			if h.pool != nil {
+				_, err = h.pool.Exec(bctx, h.stmt, job.ID, job.Attempt)
+			} else {
+				_, err = h.db.ExecContext(bctx, h.stmt, job.ID, job.Attempt)
+			}
+			cancel()
+			if err != nil {
+				slog.Warn("queue: job heartbeat failed", "job", job.ID, "kind", job.Kind, "err", err)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	return doInner(ctx)
 }
 
 func minDuration(a, b time.Duration) time.Duration {

@@ -157,7 +157,7 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 	}
 	deadline := app.Config.JobDeadline
 	q, err := NewQueue(ctx, app.DB, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers,
-		JobTimeout: attemptBudget(deadline) + 5*time.Second, RescueAfter: attemptBudget(deadline) + deadline/10 + 10*time.Second,
+		JobTimeout: attemptBudget(deadline) + 5*time.Second, RescueAfter: RescueAfter, Heartbeat: Heartbeat,
 		PollInterval: opts.PollInterval})
 	if err != nil {
 		return nil, err
@@ -167,6 +167,14 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 	app.ValidateBinding = s.validateBinding
 	return s, nil
 }
+
+// A running job writes a heartbeat every Heartbeat; River's rescuer runs a job again once its heartbeat
+// is RescueAfter old (its process died). River's rescuer looks every 30 s, so the work of a replica that
+// died is picked up again 15-45 s after its last heartbeat (README: Running in production).
+const (
+	Heartbeat   = 3 * time.Second
+	RescueAfter = 15 * time.Second
+)
 
 // attemptBudget is the longest one run of a job may take: half its deadline, so that the work of a replica
 // that died is rescued and run again while the job still has time left.
