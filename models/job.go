@@ -613,7 +613,15 @@ func (a *App) Job(ctx context.Context, jobID string) (*Job, error) {
 
 // jobScope limits a query to the jobs the identity may see: a tenant key its tenant's, a member or a
 // personal login its own.
+//
+// Its queries are planned for their parameters each time (planEachTime): a tenant's rows grow from a few
+// to many between two ANALYZEs, and a plan cached while they were few would stay.
 func jobScope(tx *gorm.DB, id *Identity) *gorm.DB {
+	ctx := tx.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	tx = tx.WithContext(planEachTime(ctx))
 	switch id.Kind {
 	case IdentityTenant:
 		return tx.Where("tenant_id = ?", id.TenantID)
