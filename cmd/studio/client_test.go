@@ -217,7 +217,7 @@ func TestCLIGuideListsExactlyTheClientCommands(t *testing.T) {
 		}
 		return out
 	}
-	want := []string{"balance", "generate", "jobs", "login", "logout", "templates", "upload", "video", "whoami"}
+	want := []string{"balance", "copy", "generate", "jobs", "login", "logout", "templates", "upload", "video", "whoami"}
 	if got := names(g.Commands); !slices.Equal(got, want) {
 		t.Fatalf("commands = %v, want %v", got, want)
 	}

@@ -54,7 +54,7 @@ func newRootCmd() *cobra.Command {
 	serve.GroupID, admin.GroupID = groupServer, groupServer
 	root.AddCommand(serve, admin)
 	root.AddCommand(newLoginCmd(), newLogoutCmd(), newWhoamiCmd(), newBalanceCmd(), newGenerateCmd(), newJobsCmd(),
-		newUploadCmd(), newTemplatesCmd(), newVideoCmd())
+		newUploadCmd(), newTemplatesCmd(), newVideoCmd(), newCopyCmd())
 	return root
 }
 
