@@ -116,7 +116,7 @@ func (c *client) finishLogin(cmd *cobra.Command, tok deviceToken) error {
 	if c.asJSON {
 		return c.printJSON(raw)
 	}
-	c.printf("Signed in to %s as %s (until %s). Login stored in %s\n", c.base, me.Email, creds.ExpiresAt.Local().Format("2006-01-02 15:04"), path)
+	c.printf("Signed in to %s as %s (until %s). Login stored in %s\n", c.base, me.Email, localTime(creds.ExpiresAt), path)
 	return nil
 }
 

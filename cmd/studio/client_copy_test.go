@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCopyWritesFromACopyTemplate: `studio copy` writes copy from a copy template of the tenant over the
@@ -40,4 +41,23 @@ func TestCopyWritesFromACopyTemplate(t *testing.T) {
 	}
 	run("copy", "--template", "no-such-template", "--input", "shop=x").expect(t, exitNotFound)
 	run("copy").expect(t, exitUsage)
+}
+
+// TestJobTimesNameTheirZone: `studio jobs` shows when a job was created in the local zone and names
+// the zone, so that a reader in Shanghai and one in UTC read the same instant.
+func TestJobTimesNameTheirZone(t *testing.T) {
+	ts := startServer(t, nil)
+	clientEnv(t, ts.srv.URL, ts.tenantKey(5))
+	saved := time.Local
+	time.Local = time.FixedZone("CST", 8*3600)
+	t.Cleanup(func() { time.Local = saved })
+	job := run("generate", "--prompt", "a red fox", "--json").expect(t, exitOK).json(t)
+	created, err := time.Parse(time.RFC3339Nano, job["created_at"].(string))
+	if err != nil {
+		t.Fatalf("created_at %v: %v", job["created_at"], err)
+	}
+	want := created.In(time.Local).Format("2006-01-02 15:04:05") + " UTC+08:00"
+	if r := run("jobs").expect(t, exitOK); !strings.Contains(r.out, want) {
+		t.Fatalf("jobs shows no %q:\n%s", want, r.out)
+	}
 }

@@ -172,6 +172,11 @@ func newGenerateCmd() *cobra.Command {
 	return cmd
 }
 
+// localTime shows a time in the local zone, naming it (e.g. 2026-01-02 15:04:05 UTC+08:00).
+func localTime(t time.Time) string {
+	return t.Local().Format("2006-01-02 15:04:05 UTC-07:00")
+}
+
 // waitJob polls GET /api/jobs?id= until the job ends, showing its progress.
 func (c *client) waitJob(ctx context.Context, id string) (*jobView, []byte, error) {
 	p := newProgress(c.errw)
@@ -290,7 +295,7 @@ func (c *client) printJobs(jobs []jobView) {
 		} else if result == "" {
 			result = j.Progress
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.JobID, j.Status, j.CreatedAt.Local().Format("2006-01-02 15:04:05"), result)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.JobID, j.Status, localTime(j.CreatedAt), result)
 	}
 	tw.Flush()
 }
