@@ -198,7 +198,7 @@ func TestRegisterByEmailCodeAndInvitation(t *testing.T) {
 	}
 	e.call("POST", "/api/auth/register", "", map[string]any{"email": "second@example.com", "password": "password2",
 		"code": second, "invitation_code": e.invitation()}).expect(t, 200)
-	r = e.call("POST", "/api/auth/register", "", map[string]any{"email": "second@example.com", "password": "password2",
+	e.call("POST", "/api/auth/register", "", map[string]any{"email": "second@example.com", "password": "password2",
 		"code": second, "invitation_code": e.invitation()}).expect(t, 409)
 	e.app.DB.Where("email = ?", "second@example.com").Delete(&models.User{})
 	r = e.call("POST", "/api/auth/register", "", map[string]any{"email": "second@example.com", "password": "password2",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -163,16 +162,6 @@ func TestAdminSubcommandSharesTheDispatcher(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--credits is required") {
 		t.Fatalf("missing flag: %v %s", err, out)
 	}
-}
-
-// readLines returns the lines of s.
-func readLines(s string) []string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }
 
 func TestServePrintsWhereToStartAndRootRedirectsToSignIn(t *testing.T) {

@@ -206,13 +206,6 @@ func oggCRC(b []byte) uint32 {
 	return crc
 }
 
-// padded returns sample followed by zero bytes up to size in total.
-func padded(sample []byte, size int) []byte {
-	b := make([]byte, size)
-	copy(b, sample)
-	return b
-}
-
 // streamOf serves head then zero bytes, size bytes in all, without holding them in memory.
 type streamOf struct {
 	head []byte
