@@ -69,7 +69,7 @@ func (r *AdminActions) Run(ctx context.Context, body []byte) (any, error) {
 
 // DecodeJSON decodes one JSON value into v; malformed input is KindInvalid with a message naming the problem.
 func DecodeJSON(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(trimJSONSpace(body)) == 0 {
 		return Invalid("request body is empty: send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -90,10 +90,16 @@ func DecodeJSON(body []byte, v any) error {
 		}
 		return Invalid("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+	if rest := trimJSONSpace(body[dec.InputOffset():]); len(rest) > 0 {
 		return Invalid("invalid JSON: unexpected data after the value at byte %d", dec.InputOffset())
 	}
 	return nil
+}
+
+// trimJSONSpace trims JSON's white space (space, tab, line feed, carriage return) and nothing else:
+// bytes.TrimSpace would also drop \v, \f and Unicode spaces, which JSON does not allow.
+func trimJSONSpace(b []byte) []byte {
+	return bytes.Trim(b, " \t\n\r")
 }
 
 func jsonTypeName(kind string) string {
