@@ -104,7 +104,7 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			FetchPollInterval:           cfg.PollInterval,
 			FetchCooldown:               minDuration(cfg.PollInterval, 100*time.Millisecond),
 			MaxAttempts:                 10,
-			Logger:                      slog.Default().With("component", "queue"),
+			Logger:                      slog.New(warnings{slog.Default().Handler()}).With("component", "queue"),
 			CompletedJobRetentionPeriod: 24 * time.Hour,
 		}
 	}
@@ -211,6 +211,20 @@ func (h *heartbeat) Work(ctx context.Context, job *rivertype.JobRow, doInner fun
 	defer func() { close(stop); <-done }()
 	return doInner(ctx)
 }
+
+// warnings passes on River's warnings and errors only: its informational lines (producer job counts every
+// 30 s, "entering poll only mode" on SQLite) say nothing an operator acts on.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnings{w.Handler.WithAttrs(attrs)}
+}
+
+func (w warnings) WithGroup(name string) slog.Handler { return warnings{w.Handler.WithGroup(name)} }
 
 func minDuration(a, b time.Duration) time.Duration {
 	if a > 0 && a < b {

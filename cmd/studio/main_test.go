@@ -174,6 +174,9 @@ func TestServePrintsWhereToStartAndRootRedirectsToSignIn(t *testing.T) {
 			t.Errorf("start output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "poll only mode") {
+		t.Errorf("the queue's informational lines reach the start output:\n%s", out)
+	}
 	for _, path := range []string{"/login", "/api/openapi.json", "/api/health"} {
 		res, err := http.Get(p.base + path)
 		if err != nil {
