@@ -290,7 +290,8 @@ func TestFailedJobIsRefundedOnceAndCallsBack(t *testing.T) {
 	srv, fake := fakeUpstreams(t)
 	e := newEnv(t, fake)
 	_, key := e.tenant("Acme", 10)
-	srv.SetFault(fakeupstream.Fault{Mode: fakeupstream.ServerError})
+	// The failure comes after a second, so that the balance is read while the job is still pending.
+	srv.SetFault(fakeupstream.Fault{Mode: fakeupstream.ServerError, Delay: time.Second})
 	recv := newReceiver(t)
 	r := e.call("POST", "/api/generate", key, map[string]any{"prompt": "x", "resolution": "2k", "model": "img-a", "callback_url": recv.srv.URL}).expect(t, 200)
 	if b := e.call("GET", "/api/balance", key, nil); b.num("credits") != 8 {

@@ -47,7 +47,7 @@ const (
 // Fault tells the server how to answer matching requests.
 type Fault struct {
 	Mode  Mode
-	Delay time.Duration // for Slow
+	Delay time.Duration // Slow: the wait before a normal answer; other modes: the wait before the fault
 	Times int           // > 0: only the next Times matching requests, then Normal again
 }
 
@@ -263,6 +263,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, f Fault) bool {
 			body["error"].(map[string]any)["code"] = nil
 		}
 		_ = json.NewEncoder(w).Encode(body)
+		return true
+	}
+	if f.Mode != Slow && f.Mode != Hang && f.Delay > 0 && !s.sleep(r, f.Delay) {
 		return true
 	}
 	switch f.Mode {
