@@ -1,12 +1,16 @@
-// Command chat measures the chat relay POST /api/chat/completions against the physical limit of a
-// relay. It starts the fake OpenAI-compatible upstream, a plain httputil.ReverseProxy in front of it,
-// and studio in-process over a fresh database with one chat channel on the fake upstream, then drives
-// the same requests three ways in one run: straight to the upstream, through the plain proxy, and
-// through studio. It prints a table of latency at low concurrency (non-streaming), time to first byte
-// of a stream, and throughput at high concurrency, with what each relay adds to the direct figure.
+// Command chat measures the chat relay POST /api/chat/completions as its users feel it, against a plain
+// reverse proxy. It starts the fake OpenAI-compatible upstream in this process, and two servers in
+// processes of their own (this program re-executed), so that each has its own memory and garbage
+// collector: studio (cmd/server, the wiring and HTTP settings of `studio serve`) over a fresh database
+// with one chat channel on the fake upstream, and a plain httputil.ReverseProxy in front of the same
+// upstream. Then, for each case (JSON and SSE answers, each upstream delay), it drives the three targets
+// — straight to the upstream, through the plain proxy, through studio — with -clients concurrent
+// clients for -duration each, in turns, -count times, and prints throughput, p50 and p99 of each target
+// and studio's gap to the plain proxy. After the run it prints the servers' resident memory, checks that
+// studio's usage rows count every chat call it answered, and prints a verdict line per target.
 //
 //	go run ./bench/chat
-//	go run ./bench/chat -db postgres://postgres@127.0.0.1:5432/test -requests 3000 -clients 64 -duration 10s
+//	go run ./bench/chat -db postgres://postgres@127.0.0.1:5432/test -count 3 -duration 5s
 package main
 
 import (
@@ -20,48 +24,93 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // served by the studio process on its own loopback address (-profile)
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
+	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"studio/cmd/server"
-	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/jobs/upstream/fakeupstream"
 	"studio/models"
 )
 
+// roleEnv names the role of a re-executed process: "studio" or "proxy".
+const roleEnv = "BENCH_CHAT_ROLE"
+
+// The targets of the issue.
+const (
+	targetThroughput = 0.95                  // of the plain proxy's, in every case
+	targetP99Gap     = 20 * time.Millisecond // over the plain proxy's p99
+	targetP50Gap     = time.Millisecond      // over the plain proxy's p50
+	targetRSSMB      = 128.0                 // studio's resident memory after the run
+)
+
 func main() {
-	dbFlag := flag.String("db", "sqlite", "sqlite, or a postgres:// server URL (a fresh database is created on it)")
-	requests := flag.Int("requests", 2000, "sequential requests per target for the latency figures")
-	clients := flag.Int("clients", 64, "concurrent clients for the throughput figure")
-	duration := flag.Duration("duration", 5*time.Second, "how long each target is driven for the throughput figure")
-	chunks := flag.Int("chunks", 8, "content chunks of a streamed answer")
-	accessLog := flag.Bool("access-log", false, "keep studio's per-request access log (written to stderr)")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of studio's throughput run to this file")
-	memoryHealth := flag.Bool("memory-health", false, "diagnosis: keep routing health in memory instead of one database row per upstream attempt")
-	flag.Parse()
-	level := slog.LevelWarn
-	if *accessLog {
-		level = slog.LevelInfo
+	if role := os.Getenv(roleEnv); role != "" {
+		if err := child(role); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	if err := run(*dbFlag, *requests, *clients, *duration, *chunks, *cpuProfile, *memoryHealth); err != nil {
+	dbFlag := flag.String("db", "sqlite", "sqlite, or a postgres:// server URL (a fresh database is created on it)")
+	clients := flag.Int("clients", 64, "concurrent clients")
+	duration := flag.Duration("duration", 5*time.Second, "how long each target is driven in each turn")
+	count := flag.Int("count", 3, "turns per case (each turn drives every target once, in rotating order)")
+	warmup := flag.Duration("warmup", time.Second, "load sent to each target at the start of each case, not measured")
+	delays := flag.String("delays", "0ms,50ms", "upstream delays before the answer, comma-separated (one case each, JSON and SSE)")
+	chunks := flag.Int("chunks", 8, "content chunks of a streamed answer")
+	only := flag.String("cases", "", "run only these cases, comma-separated (e.g. sse-50ms)")
+	accessLog := flag.Bool("access-log", true, "studio writes its per-request access log (to a file in the temporary directory), as studio serve does")
+	profileDir := flag.String("profile", "", "write profiles of studio during the first turn of -profile-case into this directory (cpu, allocs, trace)")
+	profileCase := flag.String("profile-case", "sse-50ms", "the case -profile profiles")
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	o := options{db: *dbFlag, clients: *clients, duration: *duration, count: *count, warmup: *warmup, chunks: *chunks,
+		accessLog: *accessLog, profileDir: *profileDir, profileCase: *profileCase}
+	for _, d := range strings.Split(*delays, ",") {
+		v, err := time.ParseDuration(strings.TrimSpace(d))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -delays:", err)
+			os.Exit(2)
+		}
+		o.delays = append(o.delays, v)
+	}
+	if *only != "" {
+		o.only = strings.Split(*only, ",")
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+type options struct {
+	db                      string
+	clients, count, chunks  int
+	duration, warmup        time.Duration
+	delays                  []time.Duration
+	only                    []string
+	accessLog               bool
+	profileDir, profileCase string
 }
 
 // target is one way of reaching the fake upstream's chat completions.
@@ -72,14 +121,41 @@ type target struct {
 	header http.Header
 }
 
-func run(dbFlag string, requests, clients int, duration time.Duration, chunks int, cpuProfile string, memoryHealth bool) error {
-	ctx := context.Background()
+// testCase is one kind of call: JSON or SSE answers, with an upstream delay.
+type testCase struct {
+	stream bool
+	delay  time.Duration
+}
+
+func (c testCase) String() string {
+	kind := "json"
+	if c.stream {
+		kind = "sse"
+	}
+	return fmt.Sprintf("%s-%dms", kind, c.delay.Milliseconds())
+}
+
+// sample is what one target did in one case: latencies of answered calls, failures, time driven.
+type sample struct {
+	lat    []time.Duration
+	failed int64
+	spent  time.Duration
+}
+
+func (s *sample) rps() float64 {
+	if s.spent == 0 {
+		return 0
+	}
+	return float64(len(s.lat)) / s.spent.Seconds()
+}
+
+func run(o options) error {
 	dir, err := os.MkdirTemp("", "studio-chat-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	dbURL, dropDB, err := database(dbFlag, dir)
+	dbURL, dropDB, err := database(o.db, dir)
 	if err != nil {
 		return err
 	}
@@ -87,171 +163,429 @@ func run(dbFlag string, requests, clients int, duration time.Duration, chunks in
 
 	fake := fakeupstream.New()
 	defer fake.Close()
-	fake.SetStream(chunks, 0)
+	fake.SetStream(o.chunks, 0)
 
-	// The plain reverse proxy: the least any relay does.
-	up, _ := url.Parse(fake.URL)
-	proxy := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: up.Scheme, Host: up.Host}) },
-		FlushInterval: -1,
-		Transport:     &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: true},
-	}
-	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	adminKey := models.NewAPIKey()
+	proxy, err := startChild("proxy", dir, map[string]string{"BENCH_UPSTREAM": fake.URL})
 	if err != nil {
 		return err
 	}
-	proxySrv := &http.Server{Handler: proxy}
-	go proxySrv.Serve(proxyLn)
-	defer proxySrv.Close()
+	defer proxy.stop()
+	studio, err := startChild("studio", dir, map[string]string{"BENCH_UPSTREAM": fake.URL, "BENCH_DB": dbURL,
+		"BENCH_DIR": dir, "BENCH_ADMIN_KEY": adminKey, "BENCH_ACCESS_LOG": strconv.FormatBool(o.accessLog)})
+	if err != nil {
+		return err
+	}
+	defer studio.stop()
+	key, err := tenantKey("http://"+studio.addr, adminKey)
+	if err != nil {
+		return err
+	}
+	targets := []target{
+		{name: "direct", url: fake.URL + "/chat/completions", model: "fake-chat"},
+		{name: "plain proxy", url: "http://" + proxy.addr + "/v1/chat/completions", model: "fake-chat"},
+		{name: "studio", url: "http://" + studio.addr + "/api/chat/completions", model: "service-auto",
+			header: http.Header{"X-Api-Key": {key}}},
+	}
+	const direct, plain, relay = 0, 1, 2
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, DisableCompression: true}}
+	var answered atomic.Int64 // chat calls studio answered with 200, warm-ups included
+	drive := func(t int, c testCase, d time.Duration) sample {
+		s := load(client, targets[t], c.stream, o.clients, d)
+		if t == relay {
+			answered.Add(int64(len(s.lat)))
+		}
+		return s
+	}
 
-	// studio with one chat channel on the fake upstream.
+	var cases []testCase
+	for _, d := range o.delays {
+		for _, stream := range []bool{false, true} {
+			c := testCase{stream: stream, delay: d}
+			if o.only == nil || slices.Contains(o.only, c.String()) {
+				cases = append(cases, c)
+			}
+		}
+	}
+	fmt.Printf("chat relay benchmark: db=%s, %d clients, %s per target and turn, %d turns, %d streamed chunks, GOMAXPROCS=%d, %d CPUs\n",
+		dialect(o.db), o.clients, o.duration, o.count, o.chunks, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Printf("fake upstream in this process; studio (pid %d, access log %v) and the plain proxy (pid %d) in their own processes\n",
+		studio.cmd.Process.Pid, o.accessLog, proxy.cmd.Process.Pid)
+	fmt.Println("latency: from sending the request to the last byte of the answer (SSE: data: [DONE])")
+	fmt.Println()
+
+	results := make([][]sample, len(cases))
+	for ci, c := range cases {
+		if c.delay > 0 {
+			fake.SetFault(fakeupstream.Fault{Mode: fakeupstream.Slow, Delay: c.delay})
+		} else {
+			fake.SetFault(fakeupstream.Fault{})
+		}
+		for t := range targets {
+			if w := drive(t, c, o.warmup); len(w.lat) == 0 {
+				return fmt.Errorf("%s %s: no call succeeded in the warm-up", targets[t].name, c)
+			}
+		}
+		all := make([]sample, len(targets))
+		for turn := range o.count {
+			for k := range targets {
+				t := (turn + k) % len(targets) // rotate the order, so that no target always follows another
+				var prof *profiler
+				if t == relay && turn == 0 && o.profileDir != "" && o.profileCase == c.String() {
+					prof = startProfiles(studio.pprof, o.profileDir, c.String(), o.duration)
+				}
+				s := drive(t, c, o.duration)
+				if prof != nil {
+					if err := prof.finish(); err != nil {
+						return err
+					}
+				}
+				all[t].lat = append(all[t].lat, s.lat...)
+				all[t].failed += s.failed
+				all[t].spent += s.spent
+			}
+		}
+		results[ci] = all
+		fmt.Printf("%-9s | %-11s | %8s %8s %8s | %9s %9s %9s\n", c, "target", "req/s", "p50 ms", "p99 ms", "vs proxy", "p50 gap", "p99 gap")
+		for t, tg := range targets {
+			s := &all[t]
+			fmt.Printf("%-9s | %-11s | %8.0f %8.2f %8.2f |", "", tg.name, s.rps(), ms(pct(s.lat, 0.5)), ms(pct(s.lat, 0.99)))
+			if t != direct {
+				p := &all[plain]
+				fmt.Printf(" %8.1f%% %+9.2f %+9.2f", 100*s.rps()/p.rps(), ms(pct(s.lat, 0.5)-pct(p.lat, 0.5)), ms(pct(s.lat, 0.99)-pct(p.lat, 0.99)))
+			}
+			if s.failed > 0 {
+				fmt.Printf("  (%d failed calls)", s.failed)
+			}
+			fmt.Println()
+		}
+		fmt.Println()
+	}
+
+	// Memory after the run, before stopping.
+	studioRSS, studioPeak := memory(studio.cmd.Process.Pid)
+	proxyRSS, proxyPeak := memory(proxy.cmd.Process.Pid)
+	fmt.Printf("resident memory after the run: studio %.0f MB (peak %.0f MB), plain proxy %.0f MB (peak %.0f MB)\n",
+		studioRSS, studioPeak, proxyRSS, proxyPeak)
+	report, err := studio.stop()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("studio process: %s\n", report["runtime"])
+	usage, _ := strconv.ParseInt(report["usage"], 10, 64)
+	fmt.Printf("usage rows count %d chat calls; studio answered %d (warm-ups included): %s\n", usage, answered.Load(),
+		verdict(usage == answered.Load()))
+	fmt.Println()
+
+	// Verdicts, one line per target.
+	var tput, p99, p50 []string
+	tputOK, p99OK, p50OK := true, true, true
+	for ci, c := range cases {
+		s, p := &results[ci][relay], &results[ci][plain]
+		r := s.rps() / p.rps()
+		tputOK = tputOK && r >= targetThroughput
+		tput = append(tput, fmt.Sprintf("%s %.1f%%", c, 100*r))
+		g99 := pct(s.lat, 0.99) - pct(p.lat, 0.99)
+		p99OK = p99OK && g99 <= targetP99Gap
+		p99 = append(p99, fmt.Sprintf("%s %+.2f ms", c, ms(g99)))
+		g50 := pct(s.lat, 0.5) - pct(p.lat, 0.5)
+		p50OK = p50OK && g50 < targetP50Gap
+		p50 = append(p50, fmt.Sprintf("%s %+.2f ms", c, ms(g50)))
+	}
+	fmt.Printf("target throughput >= 95%% of the plain proxy in every case: %s (%s)\n", verdict(tputOK), strings.Join(tput, ", "))
+	fmt.Printf("target p99 within 20 ms of the plain proxy: %s (%s)\n", verdict(p99OK), strings.Join(p99, ", "))
+	fmt.Printf("target < 1 ms added at the median: %s (%s)\n", verdict(p50OK), strings.Join(p50, ", "))
+	fmt.Printf("target resident memory after the run < 128 MB: %s (%.0f MB)\n", verdict(studioRSS < targetRSSMB), studioRSS)
+	fmt.Printf("usage exact: %s\n", verdict(usage == answered.Load()))
+	return nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func dialect(db string) string {
+	if db == "sqlite" {
+		return "sqlite"
+	}
+	return "postgres"
+}
+
+// proc is a server running in a process of its own.
+type proc struct {
+	cmd    *exec.Cmd
+	addr   string // where it serves
+	pprof  string // studio: where it serves net/http/pprof
+	out    *bufio.Scanner
+	done   bool
+	report map[string]string
+}
+
+// startChild re-executes this program in a role and waits for the address it serves.
+func startChild(role, dir string, env map[string]string) (*proc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), roleEnv+"="+role)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	logFile, err := os.Create(filepath.Join(dir, role+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, out: bufio.NewScanner(stdout), report: map[string]string{}}
+	for p.out.Scan() {
+		k, v, _ := strings.Cut(p.out.Text(), " ")
+		p.report[k] = v
+		if k == "ready" {
+			p.addr, p.pprof = p.report["addr"], p.report["pprof"]
+			return p, nil
+		}
+	}
+	_ = cmd.Wait()
+	tail, _ := os.ReadFile(logFile.Name())
+	return nil, fmt.Errorf("the %s process ended before serving: %s", role, lastLines(tail, 10))
+}
+
+// stop asks the process to stop (SIGTERM) and returns what it reported on the way out.
+func (p *proc) stop() (map[string]string, error) {
+	if p.done {
+		return p.report, nil
+	}
+	p.done = true
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	for p.out.Scan() {
+		k, v, _ := strings.Cut(p.out.Text(), " ")
+		p.report[k] = v
+	}
+	if err := p.cmd.Wait(); err != nil {
+		return p.report, fmt.Errorf("%s: %w", p.cmd.Path, err)
+	}
+	return p.report, nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// child runs a server until SIGTERM, printing "addr", "pprof" and "ready" lines on stdout when it
+// serves, and on the way out what the parent checks.
+func child(role string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	adminKey := models.NewAPIKey()
-	vars := map[string]string{"SERVICE_ADDR": ln.Addr().String(), "DATABASE_URL": dbURL, "SERVICE_DATA_DIR": dir, "SERVICE_ADMIN_KEY": adminKey}
+	switch role {
+	case "proxy":
+		up, err := url.Parse(os.Getenv("BENCH_UPSTREAM"))
+		if err != nil {
+			return err
+		}
+		proxy := &httputil.ReverseProxy{
+			Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: up.Scheme, Host: up.Host}) },
+			FlushInterval: -1,
+			Transport:     &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: true},
+		}
+		srv := &http.Server{Handler: proxy}
+		go srv.Serve(ln)
+		fmt.Printf("addr %s\nready\n", ln.Addr())
+		<-ctx.Done()
+		return srv.Close()
+	case "studio":
+		return studioChild(ctx, ln)
+	}
+	return fmt.Errorf("unknown role %q", role)
+}
+
+// studioChild runs studio as studio serve does (cmd/server and its HTTP server settings), with one chat
+// channel on the fake upstream; on the way out it reports its runtime figures and the chat usage counted.
+func studioChild(ctx context.Context, ln net.Listener) error {
+	level := slog.LevelInfo // studio serve's default logger writes the access log
+	if os.Getenv("BENCH_ACCESS_LOG") == "false" {
+		level = slog.LevelWarn
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	vars := map[string]string{"SERVICE_ADDR": ln.Addr().String(), "DATABASE_URL": os.Getenv("BENCH_DB"),
+		"SERVICE_DATA_DIR": os.Getenv("BENCH_DIR"), "SERVICE_ADMIN_KEY": os.Getenv("BENCH_ADMIN_KEY")}
 	cfg, err := models.LoadConfig(func(v models.ConfigVar) (string, bool) { s, ok := vars[v.Env]; return s, ok })
 	if err != nil {
 		return err
 	}
 	ups := []upstream.Config{{Name: "chat-fake", Provider: "fake", Media: upstream.MediaChat, Family: "chat", Protocol: upstream.ProtocolOpenAI,
-		BaseURL: fake.URL, APIKey: "bench", Model: "fake-chat", SoftTimeout: time.Minute, Rating: 0.5}}
+		BaseURL: os.Getenv("BENCH_UPSTREAM"), APIKey: "bench", Model: "fake-chat", SoftTimeout: time.Minute, Rating: 0.5}}
 	svc, err := server.Open(ctx, cfg, server.Options{Upstreams: ups})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	if memoryHealth {
-		svc.Jobs.Engine = routing.NewEngine(svc.Upstreams, routing.Options{Store: routing.NewMemoryHealthStore()})
-	}
-	srv := &http.Server{Handler: svc.Handler(server.Options{})}
-	go srv.Serve(ln)
-	defer srv.Close()
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
-	defer func() {
-		stop, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = svc.Stop(stop)
-	}()
-	key, err := tenantKey("http://"+ln.Addr().String(), adminKey)
+	srv := server.NewHTTPServer(svc.Handler(server.Options{}))
+	go srv.Serve(ln)
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
+	go http.Serve(pln, http.DefaultServeMux) // net/http/pprof
 	if err := svc.App.IdentityCacheReady(ctx); err != nil {
 		return err
 	}
+	fmt.Printf("addr %s\npprof %s\nready\n", ln.Addr(), pln.Addr())
 
-	targets := []target{
-		{name: "direct", url: fake.URL + "/chat/completions", model: "fake-chat"},
-		{name: "reverse proxy", url: "http://" + proxyLn.Addr().String() + "/v1/chat/completions", model: "fake-chat"},
-		{name: "studio", url: "http://" + ln.Addr().String() + "/api/chat/completions", model: "service-auto",
-			header: http.Header{"X-Api-Key": {key}}},
-	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, DisableCompression: true}}
-	// Failed calls are counted, not fatal: a plain httputil.ReverseProxy breaks a small share of SSE
-	// streams (Go issue 40747, see dependencies.md), which is part of what this compares.
-	errs := make([]int64, len(targets))
-	for i, t := range targets { // warm up connections, pools and caches
-		for range 200 {
-			if _, _, err := call(client, t, false); err != nil {
-				errs[i]++
-			}
-			if _, _, err := call(client, t, true); err != nil {
-				errs[i]++
-			}
-		}
-	}
-
-	health := "database (one row per upstream attempt)"
-	if memoryHealth {
-		health = "memory (diagnosis)"
-	}
-	fmt.Printf("chat relay benchmark: db=%s, routing health in %s, fake upstream on loopback (no artificial latency), %d streamed chunks, GOMAXPROCS=%d\n",
-		svc.DB.Dialect, health, chunks, runtime.GOMAXPROCS(0))
-	fmt.Printf("latency: %d sequential requests per target, interleaved in rounds; throughput: %d clients for %s per target, in 3 interleaved slices\n\n",
-		requests, clients, duration)
-
-	// Latency at concurrency 1, interleaved so that machine noise falls on every target alike.
-	lat := make([][]time.Duration, len(targets))
-	ttfb := make([][]time.Duration, len(targets))
-	full := make([][]time.Duration, len(targets))
-	const round = 100
-	for done := 0; done < requests; done += round {
-		for i, t := range targets {
-			for range round {
-				if d, _, err := call(client, t, false); err != nil {
-					errs[i]++
-				} else {
-					lat[i] = append(lat[i], d)
-				}
-				if first, total, err := call(client, t, true); err != nil {
-					errs[i]++
-				} else {
-					ttfb[i] = append(ttfb[i], first)
-					full[i] = append(full[i], total)
-				}
-			}
-		}
-	}
-	// Throughput at high concurrency, non-streaming, in interleaved slices so that machine noise falls
-	// on every target alike.
-	const parts = 3
-	okCalls := make([]int64, len(targets))
-	spent := make([]time.Duration, len(targets))
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-	}
-	for range parts {
-		for i, t := range targets {
-			n, failed, d := throughput(client, t, clients, duration/parts)
-			okCalls[i] += n
-			errs[i] += failed
-			spent[i] += d
-		}
-	}
-	pprof.StopCPUProfile()
-	rps := make([]float64, len(targets))
-	for i := range targets {
-		rps[i] = float64(okCalls[i]) / spent[i].Seconds()
-	}
-
-	fmt.Printf("%-13s | %8s %8s %8s | %9s %9s %8s | %10s %8s | %7s %8s\n", "target",
-		"p50 ms", "p99 ms", "+p50", "ttfb p50", "ttfb p99", "+ttfb", "stream p50", "+stream", "req/s", "vs proxy")
-	fmt.Println(strings.Repeat("-", 118))
-	for i, t := range targets {
-		p50, t50, f50 := pct(lat[i], 0.5), pct(ttfb[i], 0.5), pct(full[i], 0.5)
-		fmt.Printf("%-13s | %8.3f %8.3f %8s | %9.3f %9.3f %8s | %10.3f %8s | %7.0f %8s",
-			t.name, ms(p50), ms(pct(lat[i], 0.99)), added(p50, pct(lat[0], 0.5), i),
-			ms(t50), ms(pct(ttfb[i], 0.99)), added(t50, pct(ttfb[0], 0.5), i),
-			ms(f50), added(f50, pct(full[0], 0.5), i), rps[i], ratio(rps[i], rps[1], i))
-		if errs[i] > 0 {
-			fmt.Printf("  (%d failed calls)", errs[i])
-		}
-		fmt.Println()
-	}
-	fmt.Println()
-	studio, proxyIdx := 2, 1
-	fmt.Printf("studio adds %.3f ms at the median (target < 1 ms; the plain proxy adds %.3f ms)\n",
-		ms(pct(lat[studio], 0.5)-pct(lat[0], 0.5)), ms(pct(lat[proxyIdx], 0.5)-pct(lat[0], 0.5)))
-	fmt.Printf("studio adds %.3f ms to the time to first byte of a stream (target < 1 ms; the plain proxy adds %.3f ms)\n",
-		ms(pct(ttfb[studio], 0.5)-pct(ttfb[0], 0.5)), ms(pct(ttfb[proxyIdx], 0.5)-pct(ttfb[0], 0.5)))
-	fmt.Printf("studio throughput at %d clients: %.0f%% of the plain proxy's (target >= 80%%)\n", clients, 100*rps[studio]/rps[proxyIdx])
-	if err := svc.App.FlushUsage(ctx); err != nil {
+	<-ctx.Done()
+	shut, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil {
 		return err
 	}
+	if err := svc.Stop(shut); err != nil { // writes the batched usage counts
+		return err
+	}
+	fmt.Printf("runtime %s\n", runtimeFigures())
 	var counted int64
-	svc.DB.Model(&models.UsageDaily{}).Where("service = ?", models.ServiceChat).Select("COALESCE(SUM(count), 0)").Scan(&counted)
-	fmt.Printf("usage rows count %d chat calls through studio\n", counted)
+	if err := svc.DB.Model(&models.UsageDaily{}).Where("service = ?", models.ServiceChat).
+		Select("COALESCE(SUM(count), 0)").Scan(&counted).Error; err != nil {
+		return err
+	}
+	fmt.Printf("usage %d\n", counted)
 	return nil
+}
+
+// runtimeFigures summarises the process's garbage collection and scheduling.
+func runtimeFigures() string {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/sched/pauses/total/gc:seconds"},
+		{Name: "/sched/latencies:seconds"}, {Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	pauses := s[1].Value.Float64Histogram()
+	sched := s[2].Value.Float64Histogram()
+	return fmt.Sprintf("%d GC cycles, GC pause p99 %.2f ms max %.2f ms, scheduling latency p99 %.2f ms, heap goal %.0f MB, GOGC=%q GOMEMLIMIT=%q",
+		s[0].Value.Uint64(), 1e3*histPct(pauses, 0.99), 1e3*histPct(pauses, 1), 1e3*histPct(sched, 0.99),
+		float64(s[3].Value.Uint64())/(1<<20), os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
+}
+
+// histPct returns the upper bound of the bucket holding the p-quantile of a runtime histogram.
+func histPct(h *metrics.Float64Histogram, p float64) float64 {
+	var total uint64
+	for _, c := range h.Counts {
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	want := uint64(math.Ceil(p * float64(total)))
+	var n uint64
+	for i, c := range h.Counts {
+		n += c
+		if n >= want && c > 0 {
+			if b := h.Buckets[i+1]; !math.IsInf(b, 1) {
+				return b
+			}
+			return h.Buckets[i]
+		}
+	}
+	return 0
+}
+
+// profiler fetches profiles of the studio process while a run goes on.
+type profiler struct {
+	wg   sync.WaitGroup
+	errs []error
+	mu   sync.Mutex
+	base string
+	dir  string
+	name string
+}
+
+// startProfiles starts a CPU profile and an execution trace of the studio process over the run.
+func startProfiles(addr, dir, name string, d time.Duration) *profiler {
+	p := &profiler{base: "http://" + addr + "/debug/pprof/", dir: dir, name: name}
+	secs := max(1, int(d.Seconds())-1)
+	p.fetch("profile?seconds="+strconv.Itoa(secs), name+".cpu.pprof")
+	p.fetch("trace?seconds=1", name+".trace")
+	return p
+}
+
+func (p *profiler) fetch(path, file string) {
+	p.wg.Go(func() {
+		if err := download(p.base+path, filepath.Join(p.dir, file)); err != nil {
+			p.mu.Lock()
+			p.errs = append(p.errs, err)
+			p.mu.Unlock()
+		}
+	})
+}
+
+// finish waits for the profiles and takes the allocation profile (allocations since the start).
+func (p *profiler) finish() error {
+	p.wg.Wait()
+	if err := download(p.base+"allocs", filepath.Join(p.dir, p.name+".allocs.pprof")); err != nil {
+		return err
+	}
+	fmt.Printf("(profiles of studio in %s: %s.cpu.pprof, %s.allocs.pprof, %s.trace)\n", p.dir, p.name, p.name, p.name)
+	return errors.Join(p.errs...)
+}
+
+func download(u, file string) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	res, err := http.Get(u)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		return fmt.Errorf("%s: status %d", u, res.StatusCode)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// memory reads VmRSS and VmHWM of a process, in MB.
+func memory(pid int) (rss, peak float64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb / 1024
+		case "VmHWM:":
+			peak = kb / 1024
+		}
+	}
+	return rss, peak
 }
 
 // database returns the URL of a fresh database and a function that drops it.
@@ -296,18 +630,17 @@ func tenantKey(base, adminKey string) (string, error) {
 	return out.APIKey, nil
 }
 
-// body returns a small chat completions request.
-func body(model string, stream bool) []byte {
+// requestBody returns a small chat completions request.
+func requestBody(model string, stream bool) []byte {
 	b, _ := json.Marshal(map[string]any{"model": model, "stream": stream, "messages": []any{
 		map[string]any{"role": "system", "content": "You are a helpful assistant."},
 		map[string]any{"role": "user", "content": "Write one short sentence about relays."}}})
 	return b
 }
 
-// call sends one request and reads the whole answer; it returns the time to the first byte of the
-// body (streams: the first data line) and the total time.
-func call(client *http.Client, t target, stream bool) (first, total time.Duration, err error) {
-	req, _ := http.NewRequest("POST", t.url, bytes.NewReader(body(t.model, stream)))
+// call sends one request and reads the whole answer; it returns the time to its last byte.
+func call(client *http.Client, t target, body []byte, stream bool) (time.Duration, error) {
+	req, _ := http.NewRequest("POST", t.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range t.header {
 		req.Header[k] = v
@@ -315,25 +648,21 @@ func call(client *http.Client, t target, stream bool) (first, total time.Duratio
 	start := time.Now()
 	res, err := client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != 200 {
 		b, _ := io.ReadAll(res.Body)
-		return 0, 0, fmt.Errorf("status %d: %s", res.StatusCode, b)
+		return 0, fmt.Errorf("status %d: %s", res.StatusCode, b)
 	}
 	if !stream {
 		_, err = io.Copy(io.Discard, res.Body)
-		d := time.Since(start)
-		return d, d, err
+		return time.Since(start), err
 	}
 	br := bufio.NewReader(res.Body)
 	done := false
 	for {
 		line, err := br.ReadSlice('\n')
-		if first == 0 && bytes.HasPrefix(line, []byte("data:")) {
-			first = time.Since(start)
-		}
 		if bytes.HasPrefix(line, []byte("data: [DONE]")) {
 			done = true
 		}
@@ -341,35 +670,46 @@ func call(client *http.Client, t target, stream bool) (first, total time.Duratio
 			break
 		}
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 	}
 	if !done {
-		return 0, 0, errors.New("the stream did not end with data: [DONE]")
+		return 0, errors.New("the stream did not end with data: [DONE]")
 	}
-	return first, time.Since(start), nil
+	return time.Since(start), nil
 }
 
-// throughput drives a target with concurrent clients for a duration; it returns the calls that
-// succeeded and failed and the time taken.
-func throughput(client *http.Client, t target, clients int, duration time.Duration) (ok, failed int64, took time.Duration) {
-	var okN, failedN atomic.Int64
-	stop := time.Now().Add(duration)
+// load drives a target with concurrent clients, back to back, for a duration.
+func load(client *http.Client, t target, stream bool, clients int, duration time.Duration) sample {
+	body := requestBody(t.model, stream)
+	lats := make([][]time.Duration, clients)
+	var failed atomic.Int64
+	var firstErr atomic.Value
 	start := time.Now()
+	stop := start.Add(duration)
 	var wg sync.WaitGroup
-	for range clients {
+	for i := range clients {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				if _, _, err := call(client, t, false); err != nil {
-					failedN.Add(1)
+				d, err := call(client, t, body, stream)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
-				okN.Add(1)
+				lats[i] = append(lats[i], d)
 			}
 		})
 	}
 	wg.Wait()
-	return okN.Load(), failedN.Load(), time.Since(start)
+	s := sample{failed: failed.Load(), spent: time.Since(start)}
+	for _, l := range lats {
+		s.lat = append(s.lat, l...)
+	}
+	if e := firstErr.Load(); e != nil {
+		fmt.Fprintf(os.Stderr, "%s: %d failed calls, first: %s\n", t.name, s.failed, e)
+	}
+	return s
 }
 
 // pct returns the p-quantile of durations.
@@ -383,19 +723,3 @@ func pct(d []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-
-// added formats what a relay adds to the direct figure ("" for the direct row).
-func added(d, direct time.Duration, i int) string {
-	if i == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%+.3f", ms(d-direct))
-}
-
-// ratio formats a throughput relative to the plain proxy's ("" for the direct row).
-func ratio(v, proxy float64, i int) string {
-	if i == 0 || proxy == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.0f%%", 100*v/proxy)
-}

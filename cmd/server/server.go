@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -142,6 +143,17 @@ func (s *Service) Handler(opts Options) http.Handler {
 	web.NewConsole(s.App, web.ConsoleOptions{Jobs: s.Jobs, Events: s.Events, Media: s.Media}).Register(r)
 	s.handler = rest.HSTS(s.App.Config.BaseURL, rest.Middleware(rest.TextGuard(r)))
 	return s.handler
+}
+
+// NewHTTPServer returns the HTTP server of the main address with its settings (time-outs, header size),
+// shared by studio serve and the benchmarks that start studio.
+func NewHTTPServer(handler http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 // MetricsHandler serves the Prometheus metrics of this service (for SERVICE_METRICS_ADDR or /metrics).

@@ -85,12 +85,7 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 		defer msrv.Close()
 		slog.Info("metrics serving", "addr", mln.Addr().String())
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	srv := server.NewHTTPServer(handler)
 	slog.Info("studio serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", string(svc.DB.Dialect), "version", version)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
