@@ -27,8 +27,8 @@ import (
 	"math"
 	"net"
 	"net/http"
-	_ "net/http/pprof" // served by the studio process on its own loopback address (-profile)
 	"net/http/httputil"
+	_ "net/http/pprof" // served by the studio process on its own loopback address (-profile)
 	"net/url"
 	"os"
 	"os/exec"
