@@ -135,11 +135,21 @@ func (c testCase) String() string {
 	return fmt.Sprintf("%s-%dms", kind, c.delay.Milliseconds())
 }
 
-// sample is what one target did in one case: latencies of answered calls, failures, time driven.
+// sample is what one target did in one case: latencies of answered calls, failures, time driven, and
+// the CPU time its server process used meanwhile (not measured for direct calls).
 type sample struct {
 	lat    []time.Duration
 	failed int64
 	spent  time.Duration
+	cpu    time.Duration
+}
+
+// cpuPerCall returns the server's CPU time per answered call.
+func (s *sample) cpuPerCall() time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	return s.cpu / time.Duration(len(s.lat))
 }
 
 func (s *sample) rps() float64 {
@@ -190,8 +200,11 @@ func run(o options) error {
 	const direct, plain, relay = 0, 1, 2
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, DisableCompression: true}}
 	var answered atomic.Int64 // chat calls studio answered with 200, warm-ups included
+	pids := []int{0, proxy.cmd.Process.Pid, studio.cmd.Process.Pid}
 	drive := func(t int, c testCase, d time.Duration) sample {
+		before := cpuTime(pids[t])
 		s := load(client, targets[t], c.stream, o.clients, d)
+		s.cpu = cpuTime(pids[t]) - before
 		if t == relay {
 			answered.Add(int64(len(s.lat)))
 		}
@@ -243,16 +256,20 @@ func run(o options) error {
 				all[t].lat = append(all[t].lat, s.lat...)
 				all[t].failed += s.failed
 				all[t].spent += s.spent
+				all[t].cpu += s.cpu
 			}
 		}
 		results[ci] = all
-		fmt.Printf("%-9s | %-11s | %8s %8s %8s | %9s %9s %9s\n", c, "target", "req/s", "p50 ms", "p99 ms", "vs proxy", "p50 gap", "p99 gap")
+		fmt.Printf("%-9s | %-11s | %8s %8s %8s | %9s %9s %9s | %s\n", c, "target", "req/s", "p50 ms", "p99 ms", "vs proxy", "p50 gap", "p99 gap", "server CPU/call")
 		for t, tg := range targets {
 			s := &all[t]
 			fmt.Printf("%-9s | %-11s | %8.0f %8.2f %8.2f |", "", tg.name, s.rps(), ms(pct(s.lat, 0.5)), ms(pct(s.lat, 0.99)))
 			if t != direct {
 				p := &all[plain]
-				fmt.Printf(" %8.1f%% %+9.2f %+9.2f", 100*s.rps()/p.rps(), ms(pct(s.lat, 0.5)-pct(p.lat, 0.5)), ms(pct(s.lat, 0.99)-pct(p.lat, 0.99)))
+				fmt.Printf(" %8.1f%% %+9.2f %+9.2f | %6.0f µs", 100*s.rps()/p.rps(), ms(pct(s.lat, 0.5)-pct(p.lat, 0.5)), ms(pct(s.lat, 0.99)-pct(p.lat, 0.99)),
+					float64(s.cpuPerCall().Nanoseconds())/1e3)
+			} else {
+				fmt.Printf(" %9s %9s %9s |", "", "", "")
 			}
 			if s.failed > 0 {
 				fmt.Printf("  (%d failed calls)", s.failed)
@@ -564,6 +581,26 @@ func download(u, file string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// cpuTime returns the user and system CPU time a process has used (0 for pid 0).
+func cpuTime(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in parentheses: utime and stime are the
+	// 12th and 13th, in clock ticks of 1/100 s.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // memory reads VmRSS and VmHWM of a process, in MB.
