@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"studio/jobs/routing"
@@ -21,9 +22,17 @@ func (h *healthStore) RecordAttempt(ctx context.Context, a routing.Attempt) erro
 	return h.RecordAttempts([]context.Context{ctx}, []routing.Attempt{a})
 }
 
-// RecordAttempts stores attempts in one statement and counts them in the metrics.
+// RecordAttempts stores attempts in one statement and counts them in the metrics. Alike attempts (same
+// upstream, outcome, class, latency, job and origin) become one row that counts them, dated by the
+// first: under load a write carries thousands of chat calls in a few rows.
 func (h *healthStore) RecordAttempts(ctxs []context.Context, as []routing.Attempt) error {
-	rows := make([]models.UpstreamAttempt, len(as))
+	type key struct {
+		upstream, class, job, origin string
+		ok                           bool
+		latency                      int64
+	}
+	rows := make([]models.UpstreamAttempt, 0, min(len(as), 64))
+	index := map[key]int{}
 	for i, a := range as {
 		outcome := a.Class
 		if a.OK {
@@ -31,8 +40,18 @@ func (h *healthStore) RecordAttempts(ctxs []context.Context, as []routing.Attemp
 		} else if outcome == "" {
 			outcome = "other"
 		}
-		metrics.UpstreamAttempts.WithLabelValues(a.Upstream, outcome).Inc()
-		rows[i] = models.UpstreamAttempt{Upstream: a.Upstream, At: a.At.UTC(), OK: a.OK, LatencyMS: a.LatencyMS, Class: a.Class, JobID: attemptJob(ctxs[i])}
+		metrics.UpstreamAttempts.WithLabelValues(a.Upstream, outcome).Add(float64(a.N()))
+		k := key{a.Upstream, a.Class, attemptJob(ctxs[i]), a.Origin, a.OK, a.LatencyMS}
+		if j, ok := index[k]; ok {
+			rows[j].Count += int64(a.N())
+			if at := a.At.UTC(); at.Before(rows[j].At) {
+				rows[j].At = at
+			}
+			continue
+		}
+		index[k] = len(rows)
+		rows = append(rows, models.UpstreamAttempt{Upstream: a.Upstream, At: a.At.UTC(), OK: a.OK, LatencyMS: a.LatencyMS,
+			Class: a.Class, JobID: k.job, Count: int64(a.N()), Origin: a.Origin})
 	}
 	ctx, cancel := context.WithTimeout(models.WorkContext(context.Background()), 10*time.Second)
 	defer cancel()
@@ -40,13 +59,22 @@ func (h *healthStore) RecordAttempts(ctxs []context.Context, as []routing.Attemp
 }
 
 func (h *healthStore) AttemptsSince(ctx context.Context, since time.Time) ([]routing.Attempt, error) {
+	return h.attempts(h.db.WithContext(ctx).Where("at >= ?", since.UTC()))
+}
+
+// AttemptsSinceExcept reads the attempts of other origins only: a process does not read back its own.
+func (h *healthStore) AttemptsSinceExcept(ctx context.Context, since time.Time, origin string) ([]routing.Attempt, error) {
+	return h.attempts(h.db.WithContext(ctx).Where("at >= ? AND origin <> ?", since.UTC(), origin))
+}
+
+func (h *healthStore) attempts(q *gorm.DB) ([]routing.Attempt, error) {
 	var rows []models.UpstreamAttempt
-	if err := h.db.WithContext(ctx).Where("at >= ?", since.UTC()).Order("at").Find(&rows).Error; err != nil {
+	if err := q.Select("upstream", "at", "ok", "latency_ms", "class", "count", "origin").Order("at").Find(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := make([]routing.Attempt, len(rows))
 	for i, r := range rows {
-		out[i] = routing.Attempt{Upstream: r.Upstream, At: r.At, OK: r.OK, LatencyMS: r.LatencyMS, Class: r.Class}
+		out[i] = routing.Attempt{Upstream: r.Upstream, At: r.At, OK: r.OK, LatencyMS: r.LatencyMS, Class: r.Class, Count: int(r.Count), Origin: r.Origin}
 	}
 	return out, nil
 }

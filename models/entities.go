@@ -109,7 +109,8 @@ type Job struct {
 	RefundedAt  *time.Time
 }
 
-// UpstreamAttempt is one real call to an upstream: the health record that scores are computed from.
+// UpstreamAttempt is one real call to an upstream, or several alike ones: the health record that scores
+// are computed from.
 type UpstreamAttempt struct {
 	ID        int64     `gorm:"primaryKey;autoIncrement"`
 	Upstream  string    `gorm:"size:200;index:idx_attempt_up_at,priority:1;not null"`
@@ -118,6 +119,10 @@ type UpstreamAttempt struct {
 	OK        bool      `gorm:"not null"`
 	LatencyMS int64     `gorm:"not null"`
 	Class     string    `gorm:"size:16;not null;default:''"`
+	// Count is how many alike calls (same upstream, outcome, latency and job) the row stands for.
+	Count int64 `gorm:"not null;default:1"`
+	// Origin is the routing engine (one per process) that made the calls.
+	Origin string `gorm:"size:32;not null;default:''"`
 }
 
 // UpstreamState records that an upstream was disabled by an administrator or removed after a revoked or unpaid answer.

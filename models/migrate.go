@@ -21,6 +21,7 @@ var Migrations = []Migration{
 	{1, "initial schema", func(tx *gorm.DB) error { return tx.AutoMigrate(AllEntities()...) }},
 	{2, "console sessions remember the hash of their key", func(tx *gorm.DB) error { return tx.AutoMigrate(&Session{}) }},
 	{3, "open jobs and video tasks are found through partial indexes", openWorkIndexes},
+	{4, "an upstream attempt row counts alike calls and names the process that made them", func(tx *gorm.DB) error { return tx.AutoMigrate(&UpstreamAttempt{}) }},
 }
 
 // openWorkIndexes replaces the plain status indexes of jobs and video tasks by partial indexes on the

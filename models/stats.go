@@ -122,7 +122,7 @@ func (a *App) TenantStats(ctx context.Context, tenantID string, hours int) (*Sta
 		Where("at >= ? AND (job_id IN (?) OR job_id IN (?))", since,
 			db.Model(&Job{}).Select("id").Where("tenant_id = ?", tenantID),
 			db.Model(&VideoTask{}).Select("id").Where("tenant_id = ?", tenantID)).
-		Count(&v.Mine.AttemptsTotal).Error
+		Select("COALESCE(SUM(count), 0)").Scan(&v.Mine.AttemptsTotal).Error
 	if err != nil {
 		return nil, Internal("stats: attempts", err)
 	}

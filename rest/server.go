@@ -54,6 +54,9 @@ func New(app *models.App, opts Options) *Server {
 func (s *Server) Register(r *mux.Router) {
 	s.router = r
 	api := r.PathPrefix("/api").Subrouter()
+	// The chat relay is the busiest route: the router tries routes in order, one regular expression
+	// each, so it comes first.
+	s.registerChat(api)
 	api.HandleFunc("/health", s.public(s.health)).Methods(http.MethodGet, http.MethodHead)
 	api.HandleFunc("/cli-guide", s.public(s.cliGuide)).Methods(http.MethodGet)
 	api.HandleFunc("/doc-contracts", s.public(s.docContracts)).Methods(http.MethodGet)
@@ -249,21 +252,26 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 type ctxKey int
 
-const (
-	ctxRequestID ctxKey = iota
-	ctxLogAttrs
-)
+// ctxRequest is the context key of the request's *requestInfo.
+const ctxRequest ctxKey = iota
 
-func requestID(r *http.Request) string {
-	id, _ := r.Context().Value(ctxRequestID).(string)
-	return id
+// requestInfo is what the middleware keeps about a request: its id and the attributes of its access log
+// line that handlers add (the identity).
+type requestInfo struct {
+	id    string
+	attrs []slog.Attr
 }
 
-type logAttrs struct{ attrs []any }
+func requestID(r *http.Request) string {
+	if ri, ok := r.Context().Value(ctxRequest).(*requestInfo); ok {
+		return ri.id
+	}
+	return ""
+}
 
-func setLogAttr(r *http.Request, k string, v any) {
-	if la, ok := r.Context().Value(ctxLogAttrs).(*logAttrs); ok {
-		la.attrs = append(la.attrs, k, v)
+func setLogAttr(r *http.Request, k string, v string) {
+	if ri, ok := r.Context().Value(ctxRequest).(*requestInfo); ok {
+		ri.attrs = append(ri.attrs, slog.String(k, v))
 	}
 }
 
@@ -292,23 +300,35 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer (flush, deadlines).
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Header values every answer carries: shared, never modified (net/http only reads them).
+var (
+	nosniff        = []string{"nosniff"}
+	referrerPolicy = []string{"strict-origin-when-cross-origin"}
+)
+
+// newRequestID returns 16 random hexadecimal digits.
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	var x [16]byte
+	hex.Encode(x[:], b[:])
+	return string(x[:])
+}
+
 // Middleware adds request ids, structured access logs, panic recovery and security headers to every request.
 func Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rid := r.Header.Get("X-Request-ID")
+		rid := r.Header.Get("X-Request-Id")
 		if rid == "" || len(rid) > 100 {
-			var b [8]byte
-			_, _ = rand.Read(b[:])
-			rid = hex.EncodeToString(b[:])
+			rid = newRequestID()
 		}
-		la := &logAttrs{}
-		ctx := context.WithValue(context.WithValue(r.Context(), ctxRequestID, rid), ctxLogAttrs, la)
-		r = r.WithContext(ctx)
+		ri := &requestInfo{id: rid}
+		r = r.WithContext(context.WithValue(r.Context(), ctxRequest, ri))
 		h := w.Header()
-		h.Set("X-Request-ID", rid)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "strict-origin-when-cross-origin")
+		h["X-Request-Id"] = []string{rid} // the canonical keys: Set would canonicalise them on every request
+		h["X-Content-Type-Options"] = nosniff
+		h["Referrer-Policy"] = referrerPolicy
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
@@ -320,9 +340,14 @@ func Middleware(next http.Handler) http.Handler {
 					writeJSON(rec, http.StatusInternalServerError, errorBody{Error: "internal error", Code: models.KindInternal.String()})
 				}
 			}
-			attrs := append([]any{"request_id", rid, "method", r.Method, "path", r.URL.Path, "status", rec.status,
-				"bytes", rec.bytes, "duration_ms", time.Since(start).Milliseconds()}, la.attrs...)
-			slog.Info("http", attrs...)
+			ctx := r.Context()
+			if !slog.Default().Enabled(ctx, slog.LevelInfo) {
+				return
+			}
+			attrs := append(make([]slog.Attr, 0, 8), slog.String("request_id", rid), slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes),
+				slog.Int64("duration_ms", time.Since(start).Milliseconds()))
+			slog.LogAttrs(ctx, slog.LevelInfo, "http", append(attrs, ri.attrs...)...)
 		}()
 		next.ServeHTTP(rec, r)
 	})

@@ -82,10 +82,11 @@ func main() {
 	accessLog := flag.Bool("access-log", true, "studio writes its per-request access log (to a file in the temporary directory), as studio serve does")
 	profileDir := flag.String("profile", "", "write profiles of studio during the first turn of -profile-case into this directory (cpu, allocs, trace)")
 	profileCase := flag.String("profile-case", "sse-50ms", "the case -profile profiles")
+	studioEnv := flag.String("studio-env", "", "extra environment of the studio process, comma-separated (e.g. GOGC=400)")
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	o := options{db: *dbFlag, clients: *clients, duration: *duration, count: *count, warmup: *warmup, chunks: *chunks,
-		accessLog: *accessLog, profileDir: *profileDir, profileCase: *profileCase}
+		accessLog: *accessLog, profileDir: *profileDir, profileCase: *profileCase, studioEnv: *studioEnv}
 	for _, d := range strings.Split(*delays, ",") {
 		v, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil {
@@ -111,6 +112,7 @@ type options struct {
 	only                    []string
 	accessLog               bool
 	profileDir, profileCase string
+	studioEnv               string
 }
 
 // target is one way of reaching the fake upstream's chat completions.
@@ -181,8 +183,14 @@ func run(o options) error {
 		return err
 	}
 	defer proxy.stop()
-	studio, err := startChild("studio", dir, map[string]string{"BENCH_UPSTREAM": fake.URL, "BENCH_DB": dbURL,
-		"BENCH_DIR": dir, "BENCH_ADMIN_KEY": adminKey, "BENCH_ACCESS_LOG": strconv.FormatBool(o.accessLog)})
+	env := map[string]string{"BENCH_UPSTREAM": fake.URL, "BENCH_DB": dbURL,
+		"BENCH_DIR": dir, "BENCH_ADMIN_KEY": adminKey, "BENCH_ACCESS_LOG": strconv.FormatBool(o.accessLog)}
+	for _, kv := range strings.Split(o.studioEnv, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	studio, err := startChild("studio", dir, env)
 	if err != nil {
 		return err
 	}
@@ -434,11 +442,14 @@ func child(role string) error {
 // studioChild runs studio as studio serve does (cmd/server and its HTTP server settings), with one chat
 // channel on the fake upstream; on the way out it reports its runtime figures and the chat usage counted.
 func studioChild(ctx context.Context, ln net.Listener) error {
-	level := slog.LevelInfo // studio serve's default logger writes the access log
 	if os.Getenv("BENCH_ACCESS_LOG") == "false" {
-		level = slog.LevelWarn
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	} else {
+		// studio serve's logging: slog's default logger (this process never replaces it), access log
+		// included, buffered.
+		stopLog := server.BufferLog(os.Stderr, 100*time.Millisecond)
+		defer stopLog()
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	vars := map[string]string{"SERVICE_ADDR": ln.Addr().String(), "DATABASE_URL": os.Getenv("BENCH_DB"),
 		"SERVICE_DATA_DIR": os.Getenv("BENCH_DIR"), "SERVICE_ADMIN_KEY": os.Getenv("BENCH_ADMIN_KEY")}
 	cfg, err := models.LoadConfig(func(v models.ConfigVar) (string, bool) { s, ok := vars[v.Env]; return s, ok })

@@ -2,6 +2,8 @@ package routing
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +56,7 @@ type Options struct {
 	RetryBase       time.Duration // first back-off before a retry, jittered; default 500 ms
 	MaxRetries      int           // retries of the same upstream for transient errors; default 2
 	Seed            uint64        // non-zero: deterministic random choices (tests)
+	WriteInterval   time.Duration // least time between two writes of attempts to the store; default 250 ms
 	Logger          *slog.Logger  // default: slog.Default()
 }
 
@@ -76,9 +79,12 @@ type Engine struct {
 	lastFull    time.Time
 	lastSince   time.Time
 
+	origin string // marks the attempts this engine records, so that refreshes do not read them back
+
 	wmu     sync.Mutex
 	pending []pendingAttempt
 	writing bool
+	wake    chan struct{} // cuts the wait between two writes short (Flush)
 }
 
 // pendingAttempt is an attempt waiting to be written, with the caller's context values (not its
@@ -91,9 +97,39 @@ type pendingAttempt struct {
 // entry is the cached health of one upstream.
 type entry struct {
 	mu       sync.Mutex
-	attempts []Attempt // within the window, oldest first
+	attempts []Attempt // within the window, oldest first; alike calls grouped (see group)
 	stats    atomic.Pointer[Stats]
 	state    atomic.Pointer[State]
+
+	// Calls recorded here join the record of an alike call of the same minute (same outcome, class and
+	// latency) instead of adding one, so that memory grows with the variety of outcomes and latencies,
+	// not with the call rate. A group only gathers calls of the current run of successes or failures:
+	// the order of successes and failures, which recent failures depend on, is kept exactly.
+	group       map[groupKey]int // index in attempts of the open group of each kind of call
+	groupMinute int64
+	groupOK     bool
+}
+
+// groupKey is what alike calls share besides their outcome.
+type groupKey struct {
+	class   string
+	latency int64
+}
+
+// add records one call made by this engine, joining an open group of alike calls when there is one.
+func (en *entry) add(a Attempt) {
+	minute := a.At.Unix() / 60
+	if en.group == nil || minute != en.groupMinute || a.OK != en.groupOK {
+		en.group = map[groupKey]int{}
+		en.groupMinute, en.groupOK = minute, a.OK
+	}
+	k := groupKey{a.Class, a.LatencyMS}
+	if i, ok := en.group[k]; ok {
+		en.attempts[i].Count = en.attempts[i].N() + a.N()
+		return
+	}
+	en.group[k] = len(en.attempts)
+	en.attempts = append(en.attempts, a)
 }
 
 var noStats = &Stats{}
@@ -115,10 +151,16 @@ func NewEngine(reg *upstream.Registry, opts Options) *Engine {
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = 2
 	}
+	if opts.WriteInterval <= 0 {
+		opts.WriteInterval = 250 * time.Millisecond
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{reg: reg, store: opts.Store, opts: opts, log: opts.Logger, entries: map[string]*entry{}}
+	var id [8]byte
+	_, _ = crand.Read(id[:])
+	e := &Engine{reg: reg, store: opts.Store, opts: opts, log: opts.Logger, entries: map[string]*entry{},
+		origin: hex.EncodeToString(id[:]), wake: make(chan struct{}, 1)}
 	if opts.Seed != 0 {
 		e.rnd = rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
 	}
@@ -632,9 +674,10 @@ func (r *RunError) Unwrap() error { return r.Cause }
 // record adds an attempt to the cached health at once and queues it for the store.
 func (e *Engine) record(ctx context.Context, a Attempt) {
 	a.At = time.UnixMilli(a.At.UnixMilli())
+	a.Count, a.Origin = 1, e.origin
 	en := e.entryOf(a.Upstream)
 	en.mu.Lock()
-	en.attempts = append(en.attempts, a)
+	en.add(a)
 	old := en.stats.Load()
 	s := *old
 	s.Attempts++
@@ -658,20 +701,19 @@ func (e *Engine) record(ctx context.Context, a Attempt) {
 	e.wmu.Unlock()
 }
 
-// recentFailures counts failures among the latest attempts.
-func recentFailures(attempts []Attempt) int {
-	n := 0
-	for _, a := range attempts[max(0, len(attempts)-RecentAttempts):] {
-		if !a.OK {
-			n++
-		}
-	}
-	return n
-}
-
-// writeLoop writes queued attempts to the store until the queue is empty, then exits.
+// writeLoop writes queued attempts to the store until the queue is empty, then exits. After a write it
+// waits WriteInterval (or a Flush) before the next one, so that under load one write carries the
+// attempts of that interval (a store groups alike ones) instead of a write per attempt.
 func (e *Engine) writeLoop() {
-	for {
+	for first := true; ; first = false {
+		if !first {
+			t := time.NewTimer(e.opts.WriteInterval)
+			select {
+			case <-t.C:
+			case <-e.wake:
+			}
+			t.Stop()
+		}
 		e.wmu.Lock()
 		batch := e.pending
 		e.pending = nil
@@ -711,6 +753,10 @@ func (e *Engine) Flush(ctx context.Context) error {
 			return nil
 		}
 		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Millisecond):
@@ -748,7 +794,15 @@ func (e *Engine) Refresh(ctx context.Context) error {
 	if !full {
 		since = e.lastSince.Add(-(2*e.opts.RefreshInterval + 10*time.Second))
 	}
-	attempts, err := e.store.AttemptsSince(ctx, since)
+	// The attempts of this engine are in memory already: read those of the others (other replicas,
+	// earlier processes).
+	var attempts []Attempt
+	var err error
+	if ohs, ok := e.store.(OriginHealthStore); ok {
+		attempts, err = ohs.AttemptsSinceExcept(ctx, since, e.origin)
+	} else {
+		attempts, err = e.store.AttemptsSince(ctx, since)
+	}
 	if err != nil {
 		e.lastRefresh.Store(now.UnixNano()) // do not hammer a failing store
 		return fmt.Errorf("routing: load attempts: %w", err)
@@ -760,40 +814,36 @@ func (e *Engine) Refresh(ctx context.Context) error {
 	}
 	byName := map[string][]Attempt{}
 	for _, a := range attempts {
+		if a.Origin == e.origin {
+			continue
+		}
 		a.At = time.UnixMilli(a.At.UnixMilli())
 		byName[a.Upstream] = append(byName[a.Upstream], a)
 	}
-	if full {
-		e.wmu.Lock()
-		for _, p := range e.pending {
-			byName[p.a.Upstream] = append(byName[p.a.Upstream], p.a)
+	e.mu.RLock()
+	for name := range e.entries {
+		if _, ok := byName[name]; !ok {
+			byName[name] = nil // still trim old attempts
 		}
-		e.wmu.Unlock()
-		e.mu.RLock()
-		for name := range e.entries {
-			if _, ok := byName[name]; !ok {
-				byName[name] = nil
-			}
-		}
-		e.mu.RUnlock()
-	} else {
-		e.mu.RLock()
-		for name := range e.entries {
-			if _, ok := byName[name]; !ok {
-				byName[name] = nil // still trim old attempts
-			}
-		}
-		e.mu.RUnlock()
 	}
+	e.mu.RUnlock()
 	cut := now.Add(-Window)
 	for name, list := range byName {
 		en := e.entryOf(name)
 		en.mu.Lock()
 		if full {
-			en.attempts = list
+			// Keep this engine's own attempts; replace the others' with what the store holds.
+			own := en.attempts[:0:0]
+			for _, a := range en.attempts {
+				if a.Origin == e.origin {
+					own = append(own, a)
+				}
+			}
+			en.attempts = append(own, list...)
 		} else {
 			en.attempts = merge(en.attempts, list, since)
 		}
+		en.group = nil // indexes change below
 		sortAttempts(en.attempts)
 		i := 0
 		for i < len(en.attempts) && en.attempts[i].At.Before(cut) {
@@ -837,6 +887,8 @@ type attemptID struct {
 	ok       bool
 	latency  int64
 	class    string
+	count    int
+	origin   string
 }
 
 // merge adds the attempts of fresh that are not yet in have (looking only at attempts since since).
@@ -847,10 +899,10 @@ func merge(have, fresh []Attempt, since time.Time) []Attempt {
 	seen := map[attemptID]int{}
 	for i := len(have) - 1; i >= 0 && !have[i].At.Before(since); i-- {
 		a := have[i]
-		seen[attemptID{a.Upstream, a.At.UnixMilli(), a.OK, a.LatencyMS, a.Class}]++
+		seen[attemptID{a.Upstream, a.At.UnixMilli(), a.OK, a.LatencyMS, a.Class, a.N(), a.Origin}]++
 	}
 	for _, a := range fresh {
-		id := attemptID{a.Upstream, a.At.UnixMilli(), a.OK, a.LatencyMS, a.Class}
+		id := attemptID{a.Upstream, a.At.UnixMilli(), a.OK, a.LatencyMS, a.Class, a.N(), a.Origin}
 		if seen[id] > 0 {
 			seen[id]--
 			continue

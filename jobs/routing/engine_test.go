@@ -70,7 +70,7 @@ func generate(ctx context.Context, u *upstream.Upstream) error {
 	return err
 }
 
-// attempts returns the recorded attempts of an upstream after flushing.
+// attempts returns the recorded attempts of an upstream after flushing, one per call.
 func (f *fixture) attempts(name string) []Attempt {
 	f.t.Helper()
 	if err := f.e.Flush(context.Background()); err != nil {
@@ -80,7 +80,10 @@ func (f *fixture) attempts(name string) []Attempt {
 	var out []Attempt
 	for _, a := range all {
 		if a.Upstream == name {
-			out = append(out, a)
+			for range a.N() { // one per call
+				a.Count = 1
+				out = append(out, a)
+			}
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -80,28 +81,57 @@ func FloorWeights(w []float64) {
 	}
 }
 
-// percentile95 returns the nearest-rank 95th percentile of latencies; it sorts them in place.
-func percentile95(latencies []int64) int64 {
-	if len(latencies) == 0 {
-		return 0
-	}
-	slices.Sort(latencies)
-	rank := int(math.Ceil(0.95*float64(len(latencies)))) - 1
-	return latencies[max(rank, 0)]
+// latencyCount is a latency and how many calls took it.
+type latencyCount struct {
+	ms int64
+	n  int
 }
 
-// computeStats summarises attempts sorted oldest first.
-func computeStats(attempts []Attempt) Stats {
-	s := Stats{Attempts: len(attempts)}
-	lat := make([]int64, 0, len(attempts))
-	for i, a := range attempts {
-		if a.OK {
-			s.Successes++
-		} else if i >= len(attempts)-RecentAttempts {
-			s.RecentFailures++
+// percentile95 returns the nearest-rank 95th percentile of the calls' latencies; it sorts them in place.
+func percentile95(latencies []latencyCount) int64 {
+	total := 0
+	for _, l := range latencies {
+		total += l.n
+	}
+	if total == 0 {
+		return 0
+	}
+	slices.SortFunc(latencies, func(a, b latencyCount) int { return cmp.Compare(a.ms, b.ms) })
+	rank := max(int(math.Ceil(0.95*float64(total))), 1)
+	for _, l := range latencies {
+		rank -= l.n
+		if rank <= 0 {
+			return l.ms
 		}
-		lat = append(lat, a.LatencyMS)
+	}
+	return latencies[len(latencies)-1].ms
+}
+
+// computeStats summarises attempts sorted oldest first, counting every call of a grouped record.
+func computeStats(attempts []Attempt) Stats {
+	s := Stats{RecentFailures: recentFailures(attempts)}
+	lat := make([]latencyCount, 0, len(attempts))
+	for _, a := range attempts {
+		n := a.N()
+		s.Attempts += n
+		if a.OK {
+			s.Successes += n
+		}
+		lat = append(lat, latencyCount{a.LatencyMS, n})
 	}
 	s.P95MS = percentile95(lat)
 	return s
+}
+
+// recentFailures counts the failures among the latest RecentAttempts calls of attempts (oldest first).
+func recentFailures(attempts []Attempt) int {
+	left, failures := RecentAttempts, 0
+	for i := len(attempts) - 1; i >= 0 && left > 0; i-- {
+		n := min(attempts[i].N(), left)
+		if !attempts[i].OK {
+			failures += n
+		}
+		left -= n
+	}
+	return failures
 }

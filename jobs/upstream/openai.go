@@ -49,11 +49,19 @@ var sharedClient = &http.Client{Transport: sharedTransport}
 type openAI struct {
 	cfg    *Config
 	client *http.Client
+	auth   []string // the Authorization header's value (nil without a key); shared, never modified
 }
+
+// jsonContentType is the Content-Type header's value of relayed calls; shared, never modified.
+var jsonContentType = []string{"application/json"}
 
 // newOpenAI returns the adapter of an openai upstream.
 func newOpenAI(cfg *Config) *openAI {
-	return &openAI{cfg: cfg, client: sharedClient}
+	o := &openAI{cfg: cfg, client: sharedClient}
+	if cfg.APIKey != "" {
+		o.auth = []string{"Bearer " + cfg.APIKey}
+	}
+	return o
 }
 
 // fail wraps a local failure (network, decoding) as a classified error.
@@ -424,11 +432,15 @@ func (o *openAI) Relay(ctx context.Context, body []byte) (*http.Response, error)
 	if err != nil {
 		return nil, &Error{Class: ClassOther, Upstream: o.cfg.Name, Code: "bad_request", Message: "request body is not a JSON object", Err: err}
 	}
-	req, err := o.newRequest(ctx, http.MethodPost, "/chat/completions", bytes.NewReader(out), "application/json")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.BaseURL+"/chat/completions", bytes.NewReader(out))
 	if err != nil {
-		return nil, err
+		return nil, o.fail(ClassOther, "build request", err)
 	}
-	req.Header.Del("Accept")
+	// The headers of every relayed call, without canonicalising and allocating them each time.
+	req.Header["Content-Type"] = jsonContentType
+	if o.auth != nil {
+		req.Header["Authorization"] = o.auth
+	}
 	return o.do(req)
 }
 
