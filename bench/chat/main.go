@@ -73,7 +73,7 @@ func main() {
 	}
 	dbFlag := flag.String("db", "sqlite", "sqlite, or a postgres:// server URL (a fresh database is created on it)")
 	clients := flag.Int("clients", 64, "concurrent clients")
-	duration := flag.Duration("duration", 5*time.Second, "how long each target is driven in each turn")
+	duration := flag.Duration("duration", 3*time.Second, "how long each target is driven in each turn")
 	count := flag.Int("count", 3, "turns per case (each turn drives every target once, in rotating order)")
 	warmup := flag.Duration("warmup", time.Second, "load sent to each target at the start of each case, not measured")
 	delays := flag.String("delays", "0ms,50ms", "upstream delays before the answer, comma-separated (one case each, JSON and SSE)")
@@ -143,7 +143,9 @@ type sample struct {
 	lat    []time.Duration
 	failed int64
 	spent  time.Duration
-	cpu    time.Duration
+	cpu    time.Duration // the server process's
+	gen    time.Duration // this process's: the clients and the fake upstream
+	idle   time.Duration // the machine's idle time (all CPUs)
 }
 
 // cpuPerCall returns the server's CPU time per answered call.
@@ -210,9 +212,9 @@ func run(o options) error {
 	var answered atomic.Int64 // chat calls studio answered with 200, warm-ups included
 	pids := []int{0, proxy.cmd.Process.Pid, studio.cmd.Process.Pid}
 	drive := func(t int, c testCase, d time.Duration) sample {
-		before := cpuTime(pids[t])
+		before, gen, idle := cpuTime(pids[t]), cpuTime(os.Getpid()), idleTime()
 		s := load(client, targets[t], c.stream, o.clients, d)
-		s.cpu = cpuTime(pids[t]) - before
+		s.cpu, s.gen, s.idle = cpuTime(pids[t])-before, cpuTime(os.Getpid())-gen, idleTime()-idle
 		if t == relay {
 			answered.Add(int64(len(s.lat)))
 		}
@@ -265,20 +267,24 @@ func run(o options) error {
 				all[t].failed += s.failed
 				all[t].spent += s.spent
 				all[t].cpu += s.cpu
+				all[t].gen += s.gen
+				all[t].idle += s.idle
 			}
 		}
 		results[ci] = all
-		fmt.Printf("%-9s | %-11s | %8s %8s %8s | %9s %9s %9s | %s\n", c, "target", "req/s", "p50 ms", "p99 ms", "vs proxy", "p50 gap", "p99 gap", "server CPU/call")
+		fmt.Printf("%-9s | %-11s | %8s %8s %8s | %9s %9s %9s | %s\n", c, "target", "req/s", "p50 ms", "p99 ms", "vs proxy", "p50 gap", "p99 gap", "CPU/call: server, load+upstream; machine idle")
 		for t, tg := range targets {
 			s := &all[t]
 			fmt.Printf("%-9s | %-11s | %8.0f %8.2f %8.2f |", "", tg.name, s.rps(), ms(pct(s.lat, 0.5)), ms(pct(s.lat, 0.99)))
 			if t != direct {
 				p := &all[plain]
-				fmt.Printf(" %8.1f%% %+9.2f %+9.2f | %6.0f µs", 100*s.rps()/p.rps(), ms(pct(s.lat, 0.5)-pct(p.lat, 0.5)), ms(pct(s.lat, 0.99)-pct(p.lat, 0.99)),
+				fmt.Printf(" %8.1f%% %+9.2f %+9.2f | %6.0f µs,", 100*s.rps()/p.rps(), ms(pct(s.lat, 0.5)-pct(p.lat, 0.5)), ms(pct(s.lat, 0.99)-pct(p.lat, 0.99)),
 					float64(s.cpuPerCall().Nanoseconds())/1e3)
 			} else {
-				fmt.Printf(" %9s %9s %9s |", "", "", "")
+				fmt.Printf(" %9s %9s %9s | %9s,", "", "", "", "")
 			}
+			fmt.Printf(" %6.0f µs | %4.0f%% idle", float64(s.gen.Nanoseconds())/1e3/float64(max(len(s.lat), 1)),
+				100*s.idle.Seconds()/s.spent.Seconds()/float64(runtime.NumCPU()))
 			if s.failed > 0 {
 				fmt.Printf("  (%d failed calls)", s.failed)
 			}
@@ -612,6 +618,21 @@ func cpuTime(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// idleTime returns the machine's idle time so far, all CPUs together (/proc/stat).
+func idleTime() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait ...
+	if len(f) < 5 {
+		return 0
+	}
+	idle, _ := strconv.ParseInt(f[4], 10, 64)
+	return time.Duration(idle) * 10 * time.Millisecond
 }
 
 // memory reads VmRSS and VmHWM of a process, in MB.
