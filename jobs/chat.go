@@ -254,7 +254,7 @@ func (r *chatRelay) relayJSON(ctx context.Context, u *upstream.Upstream, resp *h
 	if err != nil {
 		return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "read", Message: "reading the answer failed", Err: err}
 	}
-	if !json.Valid(data) {
+	if !gjson.ValidBytes(data) {
 		return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "bad_json", Message: "the answer is not JSON"}
 	}
 	if f := gjson.GetManyBytes(data, "usage", "choices"); !f[0].IsObject() && f[1].IsArray() {
