@@ -1,7 +1,6 @@
 package rest_test
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"encoding/json"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -23,77 +21,19 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 // ---- a stand-in SMTP server ----
 
-// smtpSink is a minimal SMTP server that keeps every message it receives.
-type smtpSink struct {
-	ln   net.Listener
-	mu   sync.Mutex
-	msgs []string
-}
+// smtpSink keeps the e-mails the service sends.
+type smtpSink struct{ *modelstest.SMTPSink }
 
 // withSMTP starts an smtpSink and points SERVICE_SMTP_URL at it.
 func withSMTP(t *testing.T) (*smtpSink, envOption) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &smtpSink{ln: ln}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.serve(c)
-		}
-	}()
-	return s, withVar("SERVICE_SMTP_URL", "smtp://"+ln.Addr().String()+"?from=studio@example.com")
-}
-
-func (s *smtpSink) serve(c net.Conn) {
-	defer c.Close()
-	r := bufio.NewReader(c)
-	say := func(line string) { _, _ = io.WriteString(c, line+"\r\n") }
-	say("220 sink ESMTP")
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		cmd := strings.ToUpper(strings.TrimSpace(line))
-		switch {
-		case strings.HasPrefix(cmd, "EHLO"):
-			say("250-sink")
-			say("250 8BITMIME")
-		case strings.HasPrefix(cmd, "DATA"):
-			say("354 go on")
-			var b strings.Builder
-			for {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if l == ".\r\n" {
-					break
-				}
-				b.WriteString(l)
-			}
-			s.mu.Lock()
-			s.msgs = append(s.msgs, b.String())
-			s.mu.Unlock()
-			say("250 queued")
-		case strings.HasPrefix(cmd, "QUIT"):
-			say("221 bye")
-			return
-		default:
-			say("250 ok")
-		}
-	}
+	s := modelstest.NewSMTPSink(t)
+	return &smtpSink{s}, withVar("SERVICE_SMTP_URL", s.URL)
 }
 
 var codeRE = regexp.MustCompile(`code is (\d{6})`)
@@ -101,17 +41,7 @@ var codeRE = regexp.MustCompile(`code is (\d{6})`)
 // lastCode returns the code of the latest message sent to email.
 func (s *smtpSink) lastCode(t *testing.T, email string) string {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.msgs) - 1; i >= 0; i-- {
-		if strings.Contains(s.msgs[i], "To: <"+email+">") {
-			if m := codeRE.FindStringSubmatch(s.msgs[i]); m != nil {
-				return m[1]
-			}
-		}
-	}
-	t.Fatalf("no code was e-mailed to %s (%d messages)", email, len(s.msgs))
-	return ""
+	return s.LastCode(t, email, codeRE)
 }
 
 // invitation makes one platform invitation code.

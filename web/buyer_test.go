@@ -1,19 +1,16 @@
 package web_test
 
 import (
-	"bufio"
 	"context"
 	"html"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 // The buyer's journey: redeem a claim code, set a password on the success page, sign in later with the
@@ -189,8 +186,8 @@ func TestClaimSuccessPageSpeaksPlainChinese(t *testing.T) {
 }
 
 func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
-	sink := newSMTPSink(t)
-	e := newEnv(t, "SERVICE_SMTP_URL", sink.url)
+	sink := modelstest.NewSMTPSink(t)
+	e := newEnv(t, "SERVICE_SMTP_URL", sink.URL)
 	redeemOnPage(t, e, e.browser(), "dee@example.com") // the buyer leaves without setting a password
 
 	_, start := e.api("POST", "/api/auth/device", "", map[string]any{})
@@ -211,14 +208,14 @@ func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
 	}
 	// An address without an account gets the same answer and no e-mail.
 	if p := b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"send"}, "email": {"nobody@example.com"}}); p.Status != 200 ||
-		!strings.Contains(p.Body, "a six-digit code is on its way") || sink.count() != 0 {
-		t.Fatalf("unknown address = %d (%d e-mails): %s", p.Status, sink.count(), excerpt(p.Body))
+		!strings.Contains(p.Body, "a six-digit code is on its way") || sink.Count() != 0 {
+		t.Fatalf("unknown address = %d (%d e-mails): %s", p.Status, sink.Count(), excerpt(p.Body))
 	}
 	sent := b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"send"}, "email": {"Dee@example.com"}})
 	if sent.Status != 200 || !strings.Contains(sent.Body, `name="code"`) {
 		t.Fatalf("send code = %d: %s", sent.Status, excerpt(sent.Body))
 	}
-	code := sink.lastCode(t, "dee@example.com")
+	code := sink.LastCode(t, "dee@example.com", signInCodeRE)
 	reset := func(code, pw string) *page {
 		return b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"reset"}, "email": {"dee@example.com"},
 			"code": {code}, "password": {pw}, "password_confirm": {pw}})
@@ -244,97 +241,7 @@ func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
 	}
 }
 
-// smtpSink is a minimal SMTP server on loopback that keeps every message it receives.
-type smtpSink struct {
-	url  string
-	mu   sync.Mutex
-	msgs []string
-}
-
-func newSMTPSink(t *testing.T) *smtpSink {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &smtpSink{url: "smtp://" + ln.Addr().String() + "?from=studio@example.com"}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.serve(c)
-		}
-	}()
-	return s
-}
-
-func (s *smtpSink) serve(c net.Conn) {
-	defer c.Close()
-	r := bufio.NewReader(c)
-	say := func(line string) { _, _ = io.WriteString(c, line+"\r\n") }
-	say("220 sink ESMTP")
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return
-		}
-		cmd := strings.ToUpper(strings.TrimSpace(line))
-		switch {
-		case strings.HasPrefix(cmd, "EHLO"):
-			say("250-sink")
-			say("250 8BITMIME")
-		case strings.HasPrefix(cmd, "DATA"):
-			say("354 go on")
-			var b strings.Builder
-			for {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if l == ".\r\n" {
-					break
-				}
-				b.WriteString(l)
-			}
-			s.mu.Lock()
-			s.msgs = append(s.msgs, b.String())
-			s.mu.Unlock()
-			say("250 queued")
-		case strings.HasPrefix(cmd, "QUIT"):
-			say("221 bye")
-			return
-		default:
-			say("250 ok")
-		}
-	}
-}
-
-func (s *smtpSink) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.msgs)
-}
-
 var signInCodeRE = regexp.MustCompile(`sign-in code is (\d{6})`)
-
-// lastCode returns the sign-in code of the latest message sent to email.
-func (s *smtpSink) lastCode(t *testing.T, email string) string {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.msgs) - 1; i >= 0; i-- {
-		if strings.Contains(s.msgs[i], "To: <"+email+">") {
-			if m := signInCodeRE.FindStringSubmatch(s.msgs[i]); m != nil {
-				return m[1]
-			}
-		}
-	}
-	t.Fatalf("no code was e-mailed to %s (%d messages)", email, len(s.msgs))
-	return ""
-}
 
 // TestDevicePageOffersTheCodeForAccountsWithoutAPassword: a buyer without a password who opens the link
 // of `studio login` finds, on /device itself, the way to get a code by e-mail that returns to this
