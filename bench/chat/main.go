@@ -472,6 +472,7 @@ func studioChild(ctx context.Context, ln net.Listener) error {
 	if err := svc.Start(ctx); err != nil {
 		return err
 	}
+	server.TuneGC(ctx) // as studio serve does
 	srv := server.NewHTTPServer(svc.Handler(server.Options{}))
 	go srv.Serve(ln)
 	pln, err := net.Listen("tcp", "127.0.0.1:0")

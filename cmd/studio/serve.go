@@ -87,6 +87,7 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 	}
 	srv := server.NewHTTPServer(handler)
 	slog.Info("studio serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", string(svc.DB.Dialect), "version", version)
+	server.TuneGC(ctx)
 	// From here on log lines (the access log above all) are written together, at least every 100 ms.
 	stopLog := server.BufferLog(os.Stderr, 100*time.Millisecond)
 	defer stopLog()
