@@ -275,11 +275,74 @@ func (e *Engine) Plan(req Request) ([]*upstream.Upstream, error) {
 func (e *Engine) Route(req Request) (Route, error) {
 	e.maybeRefresh()
 	set := e.reg.Current()
-	model := req.Model
+	t, err := resolveTarget(set, req)
+	if err != nil {
+		return Route{}, err
+	}
+	var buf [maxStack]candidate
+	cands, passed := e.candidates(set, req, &t, buf[:0])
+	if len(cands) == 0 {
+		return Route{}, passed.err()
+	}
+	if t.provider != "" {
+		// Diagnosis: uniform choice, no scoring, no fallback.
+		return e.finish(req, t.tier, []*upstream.Upstream{e.pickUniform(cands)})
+	}
+	weigh(cands)
+	primary := e.draw(cands)
+	chain := make([]*upstream.Upstream, 1, 3)
+	chain[0] = cands[primary].u
+	if t.channel != "" {
+		return e.finish(req, t.tier, chain)
+	}
+	tier := t.tier
+	if req.Media == upstream.MediaVideo && tier == "" {
+		tier = firstTier(chain[0], req.Duration, req.Resolution)
+	}
+	var backupBuf [maxStack]candidate
+	backups := backupsOf(backupBuf[:0], cands, primary, req, tier)
+	return e.finish(req, tier, e.drawBackups(chain, backups))
+}
+
+// target is what a request names, resolved against the current upstreams: the filters of Route.
+type target struct {
+	channel, family         string // the model: one channel, or one family; both "" for any
+	tier                    string // video tier; "" lets routing choose one that fits
+	provider                string // diagnosis bypass; "" for none
+	bindChannel, bindFamily string // the tenant binding, when it names something of the request's media
+	need                    uint32 // capability mask the upstream must cover
+}
+
+// resolveTarget resolves the model, tier, provider and binding of req against set; an unknown model,
+// tier or provider is ErrUnknownModel.
+func resolveTarget(set *upstream.Set, req Request) (target, error) {
+	model, tier, err := requestedModel(req)
+	if err != nil {
+		return target{}, err
+	}
+	t := target{tier: tier}
+	if t.channel, t.family, err = resolveModel(set, req.Media, model); err != nil {
+		return target{}, err
+	}
+	if t.provider, err = resolveProvider(set, req); err != nil {
+		return target{}, err
+	}
+	if req.Binding != "" {
+		// A binding that names nothing of this media does not apply to it.
+		t.bindChannel, t.bindFamily, _ = channelOrFamily(set, req.Media, req.Binding)
+	}
+	t.need = upstream.CapabilityMask(req.Needs)
+	return t, nil
+}
+
+// requestedModel reads the model and tier req names: "auto" (and the default chat model) names none,
+// and for video a tier code given as the model is the tier. An unknown tier is ErrUnknownModel.
+func requestedModel(req Request) (model, tier string, err error) {
+	model = req.Model
 	if strings.EqualFold(model, "auto") || model == upstream.DefaultChatModel {
 		model = ""
 	}
-	tier := req.Tier
+	tier = req.Tier
 	if strings.EqualFold(tier, "auto") {
 		tier = ""
 	}
@@ -287,105 +350,143 @@ func (e *Engine) Route(req Request) (Route, error) {
 		tier, model = model, ""
 	}
 	if tier != "" && !upstream.KnownTier(tier) {
-		return Route{}, fmt.Errorf("%w: unknown tier %q", ErrUnknownModel, tier)
+		return "", "", fmt.Errorf("%w: unknown tier %q", ErrUnknownModel, tier)
 	}
-	var channel, family string
-	if model != "" {
-		if u := set.ByName(model); u != nil && u.Media == req.Media {
-			channel = model
-		} else if set.HasFamily(req.Media, model) {
-			family = model
-		} else {
-			return Route{}, fmt.Errorf("%w: %q", ErrUnknownModel, model)
-		}
+	return model, tier, nil
+}
+
+// resolveModel tells whether a model names one channel or a family of media ("" names neither); any
+// other name is ErrUnknownModel.
+func resolveModel(set *upstream.Set, media upstream.Media, model string) (channel, family string, err error) {
+	if model == "" {
+		return "", "", nil
 	}
+	channel, family, ok := channelOrFamily(set, media, model)
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q", ErrUnknownModel, model)
+	}
+	return channel, family, nil
+}
+
+// channelOrFamily tells whether name is a channel of media (channel == name) or a family of media
+// (family == name); ok is false when it is neither.
+func channelOrFamily(set *upstream.Set, media upstream.Media, name string) (channel, family string, ok bool) {
+	if u := set.ByName(name); u != nil && u.Media == media {
+		return name, "", true
+	}
+	if set.HasFamily(media, name) {
+		return "", name, true
+	}
+	return "", "", false
+}
+
+// resolveProvider returns the diagnosis provider of req ("" for none or "auto"); a provider without an
+// upstream of the request's media is ErrUnknownModel.
+func resolveProvider(set *upstream.Set, req Request) (string, error) {
 	provider := req.Provider
 	if strings.EqualFold(provider, "auto") {
 		provider = ""
 	}
 	if provider != "" && !set.HasProvider(req.Media, provider) {
-		return Route{}, fmt.Errorf("%w: unknown provider", ErrUnknownModel)
+		return "", fmt.Errorf("%w: unknown provider", ErrUnknownModel)
 	}
-	var bindChannel, bindFamily string
-	if b := req.Binding; b != "" {
-		if u := set.ByName(b); u != nil && u.Media == req.Media {
-			bindChannel = b
-		} else if set.HasFamily(req.Media, b) {
-			bindFamily = b
-		}
-		// A binding that names nothing of this media does not apply to it.
-	}
-	need := upstream.CapabilityMask(req.Needs)
+	return provider, nil
+}
 
-	var buf [maxStack]candidate
-	cands := buf[:0]
-	var modelOK, capOK, stateOK int
+// filterCounts counts the upstreams that passed each filter of candidates, to tell why none is left.
+type filterCounts struct {
+	model    int // of the media and the model requested
+	options  int // and supporting the requested options
+	rotation int // and in rotation
+}
+
+// err is the ErrNoUpstream of an empty candidate list, naming the first filter that left nothing.
+func (n filterCounts) err() error {
+	switch {
+	case n.model == 0:
+		return fmt.Errorf("%w: no upstream serves this model", ErrNoUpstream)
+	case n.options == 0:
+		return fmt.Errorf("%w: no upstream supports the requested options", ErrNoUpstream)
+	case n.rotation == 0:
+		return fmt.Errorf("%w: every suitable upstream is out of rotation", ErrNoUpstream)
+	default:
+		return fmt.Errorf("%w: no suitable upstream within the binding", ErrNoUpstream)
+	}
+}
+
+// candidates appends to cands the upstreams of set that pass every filter of t (model, options,
+// rotation, binding and provider, in that order) with their health, and counts what passed each filter.
+func (e *Engine) candidates(set *upstream.Set, req Request, t *target, cands []candidate) ([]candidate, filterCounts) {
+	var n filterCounts
 	for _, u := range set.All {
-		if u.Media != req.Media || (channel != "" && u.Name != channel) || (family != "" && u.Family != family) {
+		if !t.servesModel(u, req.Media) {
 			continue
 		}
-		modelOK++
-		if u.CapMask()&need != need {
+		n.model++
+		if !t.supports(u, req) {
 			continue
 		}
-		if req.Media == upstream.MediaVideo {
-			if tier != "" {
-				if !u.Serves(tier) || !tierFits(tier, req.Duration, req.Resolution) {
-					continue
-				}
-			} else if firstTier(u, req.Duration, req.Resolution) == "" {
-				continue
-			}
-		}
-		capOK++
-		s := noStats
-		if en := e.lookup(u.Name); en != nil {
-			if st := en.state.Load(); st != nil && (st.Disabled || st.Removed) {
-				continue
-			}
-			s = en.stats.Load()
-		}
-		stateOK++
-		if (bindChannel != "" && u.Name != bindChannel) || (bindFamily != "" && u.Family != bindFamily) {
+		n.options++
+		s, ok := e.health(u)
+		if !ok {
 			continue
 		}
-		if provider != "" && u.Provider != provider {
+		n.rotation++
+		if !t.admits(u) {
 			continue
 		}
 		cands = append(cands, candidate{u: u, s: s})
 	}
-	if len(cands) == 0 {
-		switch {
-		case modelOK == 0:
-			return Route{}, fmt.Errorf("%w: no upstream serves this model", ErrNoUpstream)
-		case capOK == 0:
-			return Route{}, fmt.Errorf("%w: no upstream supports the requested options", ErrNoUpstream)
-		case stateOK == 0:
-			return Route{}, fmt.Errorf("%w: every suitable upstream is out of rotation", ErrNoUpstream)
-		default:
-			return Route{}, fmt.Errorf("%w: no suitable upstream within the binding", ErrNoUpstream)
-		}
-	}
+	return cands, n
+}
 
-	if provider != "" {
-		// Diagnosis: uniform choice, no scoring, no fallback.
-		u := cands[int(e.float()*float64(len(cands)))%len(cands)].u
-		return e.finish(req, tier, []*upstream.Upstream{u})
+// servesModel reports whether u is of media and within the channel or family requested, if any.
+func (t *target) servesModel(u *upstream.Upstream, media upstream.Media) bool {
+	return u.Media == media && (t.channel == "" || u.Name == t.channel) && (t.family == "" || u.Family == t.family)
+}
+
+// supports reports whether u has every capability needed and, for video, a tier that takes the
+// duration and resolution: the requested tier, or any tier of u when none is requested.
+func (t *target) supports(u *upstream.Upstream, req Request) bool {
+	if u.CapMask()&t.need != t.need {
+		return false
 	}
-	weigh(cands)
-	primary := e.draw(cands)
-	chain := make([]*upstream.Upstream, 1, 3)
-	chain[0] = cands[primary].u
-	if channel != "" {
-		return e.finish(req, tier, chain)
+	if req.Media != upstream.MediaVideo {
+		return true
 	}
+	if t.tier != "" {
+		return u.Serves(t.tier) && tierFits(t.tier, req.Duration, req.Resolution)
+	}
+	return firstTier(u, req.Duration, req.Resolution) != ""
+}
+
+// health returns the recorded statistics of u, and false when u is out of rotation (disabled or removed).
+func (e *Engine) health(u *upstream.Upstream) (*Stats, bool) {
+	en := e.lookup(u.Name)
+	if en == nil {
+		return noStats, true
+	}
+	if st := en.state.Load(); st != nil && (st.Disabled || st.Removed) {
+		return nil, false
+	}
+	return en.stats.Load(), true
+}
+
+// admits reports whether u is within the tenant binding and the diagnosis provider, if any.
+func (t *target) admits(u *upstream.Upstream) bool {
+	return (t.bindChannel == "" || u.Name == t.bindChannel) && (t.bindFamily == "" || u.Family == t.bindFamily) &&
+		(t.provider == "" || u.Provider == t.provider)
+}
+
+// pickUniform chooses one candidate uniformly at random (diagnosis).
+func (e *Engine) pickUniform(cands []candidate) *upstream.Upstream {
+	return cands[int(e.float()*float64(len(cands)))%len(cands)].u
+}
+
+// backupsOf appends to backups the candidates other than the primary that can stand in for it: the
+// same family for images, the same tier for video.
+func backupsOf(backups, cands []candidate, primary int, req Request, tier string) []candidate {
 	p := cands[primary].u
-	if req.Media == upstream.MediaVideo && tier == "" {
-		tier = firstTier(p, req.Duration, req.Resolution)
-	}
-	// Backups: same family for images, same tier for video.
-	var backupBuf [maxStack]candidate
-	backups := backupBuf[:0]
 	for i, c := range cands {
 		if i == primary {
 			continue
@@ -402,13 +503,19 @@ func (e *Engine) Route(req Request) (Route, error) {
 		}
 		backups = append(backups, c)
 	}
+	return backups
+}
+
+// drawBackups appends backups to chain, drawn by weight without replacement, until the chain holds
+// three upstreams or no backup is left.
+func (e *Engine) drawBackups(chain []*upstream.Upstream, backups []candidate) []*upstream.Upstream {
 	for len(chain) < 3 && len(backups) > 0 {
 		i := e.draw(backups)
 		chain = append(chain, backups[i].u)
 		backups[i] = backups[len(backups)-1]
 		backups = backups[:len(backups)-1]
 	}
-	return e.finish(req, tier, chain)
+	return chain
 }
 
 // finish completes a route with the tier of the primary for video requests.
