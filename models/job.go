@@ -129,6 +129,40 @@ func fromContract(err error) error {
 
 // PrepareImage validates a generate request for the identity and resolves its prompt; nothing is stored.
 func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateRequest) (*PreparedImage, error) {
+	if err := checkPromptSource(req); err != nil {
+		return nil, err
+	}
+	p := ImageParams{Provider: strings.TrimSpace(req.Provider), Model: strings.TrimSpace(req.Model)}
+	if p.Provider == "auto" {
+		p.Provider = ""
+	}
+	if err := parseImageOptions(req, &p); err != nil {
+		return nil, err
+	}
+	if err := a.checkImageInputs(ctx, req); err != nil {
+		return nil, err
+	}
+	p.ReferenceImages, p.ImageURL, p.Mask = req.ReferenceImages, req.ImageURL, req.Mask
+	if req.CallbackURL != "" {
+		if err := a.CheckCallbackURL(ctx, req.CallbackURL); err != nil {
+			return nil, err
+		}
+	}
+	p.Ratio = req.Ratio
+	if err := a.resolveImagePrompt(ctx, id, req, &p); err != nil {
+		return nil, err
+	}
+	imageDefaults(id, &p)
+	cost, err := contract.ImageCost(p.Resolution)
+	if err != nil {
+		return nil, fromContract(err)
+	}
+	return &PreparedImage{Params: p, Credits: int64(cost), CallbackURL: req.CallbackURL, Kind: JobKindImage}, nil
+}
+
+// checkPromptSource checks that a generate request names exactly one source of its prompt: a prompt, a
+// skill, or a template (by id or by slug, not both).
+func checkPromptSource(req GenerateRequest) error {
 	sources := 0
 	if req.Prompt != nil {
 		sources++
@@ -140,84 +174,87 @@ func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateReques
 		sources++
 	}
 	if req.TemplateID != "" && req.TemplateSlug != "" {
-		return nil, Invalid("send template_id or template_slug, not both")
+		return Invalid("send template_id or template_slug, not both")
 	}
 	if sources != 1 {
-		return nil, Invalid("send exactly one of prompt, skill_slug (+ input) or template_id/template_slug (+ input)")
+		return Invalid("send exactly one of prompt, skill_slug (+ input) or template_id/template_slug (+ input)")
 	}
-	p := ImageParams{Provider: strings.TrimSpace(req.Provider), Model: strings.TrimSpace(req.Model)}
-	if p.Provider == "auto" {
-		p.Provider = ""
-	}
+	return nil
+}
+
+// parseImageOptions parses the quality, background and resolution of req into p and checks its ratio.
+func parseImageOptions(req GenerateRequest, p *ImageParams) error {
 	var err error
 	if p.Quality, err = contract.ParseImageQuality(req.Quality); err != nil {
-		return nil, fromContract(err)
+		return fromContract(err)
 	}
 	p.QualityExplicit = req.Quality != ""
 	if p.Background, err = contract.ParseImageBackground(req.Background); err != nil {
-		return nil, fromContract(err)
+		return fromContract(err)
 	}
 	if p.Resolution, err = contract.ParseImageResolution(req.Resolution); err != nil {
-		return nil, fromContract(err)
+		return fromContract(err)
 	}
 	if req.Ratio != "" {
 		if _, _, err := contract.ParseRatio(req.Ratio); err != nil {
-			return nil, fromContract(err)
+			return fromContract(err)
 		}
 	}
+	return nil
+}
+
+// checkImageInputs checks the input pictures of req: the reference images (at most 16), and the
+// image_url and mask of inpainting, which go together; each must be a media URL CheckMediaURL accepts.
+func (a *App) checkImageInputs(ctx context.Context, req GenerateRequest) error {
 	if (req.ImageURL == "") != (req.Mask == "") {
-		return nil, Invalid("image_url and mask must be given together (inpainting)")
+		return Invalid("image_url and mask must be given together (inpainting)")
 	}
 	for i, u := range req.ReferenceImages {
 		if err := a.CheckMediaURL(ctx, u); err != nil {
-			return nil, Invalid("reference_images[%d]: %s", i, err.Error())
+			return Invalid("reference_images[%d]: %s", i, err.Error())
 		}
 	}
 	if len(req.ReferenceImages) > 16 {
-		return nil, Invalid("reference_images: at most 16 images")
+		return Invalid("reference_images: at most 16 images")
 	}
 	for name, u := range map[string]string{"image_url": req.ImageURL, "mask": req.Mask} {
 		if u != "" {
 			if err := a.CheckMediaURL(ctx, u); err != nil {
-				return nil, Invalid("%s: %s", name, err.Error())
+				return Invalid("%s: %s", name, err.Error())
 			}
 		}
 	}
-	p.ReferenceImages, p.ImageURL, p.Mask = req.ReferenceImages, req.ImageURL, req.Mask
-	if req.CallbackURL != "" {
-		if err := a.CheckCallbackURL(ctx, req.CallbackURL); err != nil {
-			return nil, err
-		}
+	return nil
+}
+
+// resolveImagePrompt fills the prompt of p: the caller's own prompt, checked, or the one of the skill or
+// template req names (resolveTemplatePrompt).
+func (a *App) resolveImagePrompt(ctx context.Context, id *Identity, req GenerateRequest, p *ImageParams) error {
+	if req.Prompt == nil {
+		return a.resolveTemplatePrompt(ctx, id, req, p)
 	}
-	p.Ratio = req.Ratio
-	switch {
-	case req.Prompt != nil:
-		p.Prompt = strings.TrimSpace(*req.Prompt)
-		if p.Prompt == "" {
-			return nil, Invalid("prompt must not be empty")
-		}
-		if len(p.Prompt) > 8000 {
-			return nil, Invalid("prompt is too long (at most 8000 bytes)")
-		}
-		if len(req.Input) > 0 && string(req.Input) != "null" {
-			return nil, Invalid("input goes with skill_slug or template_id, not with prompt")
-		}
-	default:
-		if err := a.resolveTemplatePrompt(ctx, id, req, &p); err != nil {
-			return nil, err
-		}
+	p.Prompt = strings.TrimSpace(*req.Prompt)
+	if p.Prompt == "" {
+		return Invalid("prompt must not be empty")
 	}
+	if len(p.Prompt) > 8000 {
+		return Invalid("prompt is too long (at most 8000 bytes)")
+	}
+	if len(req.Input) > 0 && string(req.Input) != "null" {
+		return Invalid("input goes with skill_slug or template_id, not with prompt")
+	}
+	return nil
+}
+
+// imageDefaults completes p: the 1:1 ratio when neither the request nor the template gives one, and the
+// binding of a tenant or member key.
+func imageDefaults(id *Identity, p *ImageParams) {
 	if p.Ratio == "" {
 		p.Ratio = "1:1"
 	}
 	if id.Kind == IdentityTenant || id.Kind == IdentityAccount {
 		p.Binding = id.Binding
 	}
-	cost, err := contract.ImageCost(p.Resolution)
-	if err != nil {
-		return nil, fromContract(err)
-	}
-	return &PreparedImage{Params: p, Credits: int64(cost), CallbackURL: req.CallbackURL, Kind: JobKindImage}, nil
 }
 
 // resolveTemplatePrompt fills the prompt from a skill or template: form mode substitutes on the server,
@@ -429,96 +466,11 @@ func newSubmitBatcher(a *App) *groupCommit[*submitUnit] {
 // and charged in order, and those accepted are stored and queued together. A unit refused for its own
 // reason (rate limit, credits) does not affect the others; a database failure fails them all.
 func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
-	id := batch[0].id
 	var accepted []*submitUnit
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
-		accepted = accepted[:0]
-		for _, u := range batch {
-			u.err = nil
-		}
-		// Count every job of the batch at once (one statement); what is refused is taken back below.
-		counted := countJobs(batch)
-		used, err := a.rateCountTx(tx, id, "generate", counted)
-		if err != nil {
-			return err
-		}
-		uncount := func(n int) error {
-			if n == counted {
-				return nil
-			}
-			return a.rateAddTx(tx, id, "generate", n-counted)
-		}
-		limit := a.Config.GenerateRate
-		var total int64
-		var charged []*submitUnit
-		for _, u := range batch {
-			if used+len(u.jobs) > limit {
-				u.err = a.rateLimited("generate", limit, a.Now().Truncate(time.Hour).Add(time.Hour).Sub(a.Now()))
-				continue
-			}
-			used += len(u.jobs)
-			charged = append(charged, u)
-			total += u.credits()
-		}
-		if len(charged) == 0 {
-			return uncount(0)
-		}
-		// One charge for the whole batch when the balance allows it; otherwise unit by unit in order.
-		var c Charge
-		if c, err = a.ChargeTx(tx, id, total, "batch:"+charged[0].jobs[0].ID, fmt.Sprintf("%d image job(s)", countJobs(charged))); err == nil {
-			for _, u := range charged {
-				setCharge(u, c.ChargedTo)
-			}
-			accepted = charged
-		} else if KindOf(err) == KindInsufficientCredits && len(charged) > 1 {
-			for _, u := range charged {
-				uc, err := a.ChargeTx(tx, id, u.credits(), u.jobs[0].ID, fmt.Sprintf("%d image job(s)", len(u.jobs)))
-				if err != nil {
-					if KindOf(err) != KindInsufficientCredits {
-						return err
-					}
-					u.err = err
-					continue
-				}
-				setCharge(u, uc.ChargedTo)
-				accepted = append(accepted, u)
-			}
-		} else if KindOf(err) == KindInsufficientCredits {
-			charged[0].err = err
-		} else {
-			return err
-		}
-		if err := uncount(countJobs(accepted)); err != nil || len(accepted) == 0 {
-			return err
-		}
-		var all []*Job
-		var work []Work
-		counts := map[string]int64{}
-		for _, u := range accepted {
-			for _, j := range u.jobs {
-				all = append(all, j)
-				work = append(work, Work{Kind: j.Kind, ID: j.ID})
-				service := ServiceImage
-				if j.Kind == JobKindImageToTemplate {
-					service = ServiceImageToTemplate
-				}
-				counts[service]++
-			}
-		}
-		if err := tx.CreateInBatches(all, 200).Error; err != nil {
-			return Internal("job: create", err)
-		}
-		if id.TenantID != "" {
-			for service, c := range counts {
-				if err := upsertUsage(tx, a.usageKeyNow(id.TenantID, service, id.Agent), c); err != nil {
-					return Internal("usage: record", err)
-				}
-			}
-		}
-		if err := a.Enqueue(tx, work...); err != nil {
-			return Internal("job: enqueue", err)
-		}
-		return nil
+		var err error
+		accepted, err = a.commitSubmitsTx(tx, batch)
+		return err
 	})
 	if err != nil {
 		err = asCoreError("job: create", err)
@@ -527,6 +479,146 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		}
 		return
 	}
+	a.announceSubmits(ctx, accepted)
+}
+
+// commitSubmitsTx is the transaction of commitSubmits: it admits the units within the rate limit,
+// charges them, takes back the count of the jobs not accepted, and stores and queues the accepted jobs.
+// It returns the accepted units; each refused unit carries its own error.
+func (a *App) commitSubmitsTx(tx *gorm.DB, batch []*submitUnit) ([]*submitUnit, error) {
+	id := batch[0].id
+	for _, u := range batch {
+		u.err = nil
+	}
+	counted := countJobs(batch)
+	admitted, err := a.admitSubmitsTx(tx, id, batch)
+	if err != nil {
+		return nil, err
+	}
+	accepted, err := a.chargeSubmitsTx(tx, id, admitted)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.uncountSubmitsTx(tx, id, counted, countJobs(accepted)); err != nil || len(accepted) == 0 {
+		return accepted, err
+	}
+	return accepted, a.storeSubmitsTx(tx, id, accepted)
+}
+
+// admitSubmitsTx counts every job of the batch at once (one statement) and returns the units within the
+// hourly generate limit, in order; a unit over it is refused with the rate-limit error. What is refused
+// is taken back by uncountSubmitsTx.
+func (a *App) admitSubmitsTx(tx *gorm.DB, id *Identity, batch []*submitUnit) ([]*submitUnit, error) {
+	used, err := a.rateCountTx(tx, id, "generate", countJobs(batch))
+	if err != nil {
+		return nil, err
+	}
+	limit := a.Config.GenerateRate
+	var admitted []*submitUnit
+	for _, u := range batch {
+		if used+len(u.jobs) > limit {
+			u.err = a.rateLimited("generate", limit, a.Now().Truncate(time.Hour).Add(time.Hour).Sub(a.Now()))
+			continue
+		}
+		used += len(u.jobs)
+		admitted = append(admitted, u)
+	}
+	return admitted, nil
+}
+
+// chargeSubmitsTx charges the admitted units and returns those charged: one charge for the whole batch
+// when the balance allows it; otherwise unit by unit in order (chargeEachTx). A single unit the balance
+// does not cover is refused with the insufficient-credits error; any other failure is returned.
+func (a *App) chargeSubmitsTx(tx *gorm.DB, id *Identity, admitted []*submitUnit) ([]*submitUnit, error) {
+	if len(admitted) == 0 {
+		return nil, nil
+	}
+	var total int64
+	for _, u := range admitted {
+		total += u.credits()
+	}
+	c, err := a.ChargeTx(tx, id, total, "batch:"+admitted[0].jobs[0].ID, fmt.Sprintf("%d image job(s)", countJobs(admitted)))
+	switch {
+	case err == nil:
+		for _, u := range admitted {
+			setCharge(u, c.ChargedTo)
+		}
+		return admitted, nil
+	case KindOf(err) != KindInsufficientCredits:
+		return nil, err
+	case len(admitted) == 1:
+		admitted[0].err = err
+		return nil, nil
+	}
+	return a.chargeEachTx(tx, id, admitted)
+}
+
+// chargeEachTx charges the units one by one, in order, and returns those charged; a unit the balance
+// does not cover is refused with the insufficient-credits error and the next ones are still tried.
+func (a *App) chargeEachTx(tx *gorm.DB, id *Identity, units []*submitUnit) ([]*submitUnit, error) {
+	var accepted []*submitUnit
+	for _, u := range units {
+		uc, err := a.ChargeTx(tx, id, u.credits(), u.jobs[0].ID, fmt.Sprintf("%d image job(s)", len(u.jobs)))
+		if err != nil {
+			if KindOf(err) != KindInsufficientCredits {
+				return nil, err
+			}
+			u.err = err
+			continue
+		}
+		setCharge(u, uc.ChargedTo)
+		accepted = append(accepted, u)
+	}
+	return accepted, nil
+}
+
+// uncountSubmitsTx takes back from the generate counter the jobs that were counted but not accepted.
+func (a *App) uncountSubmitsTx(tx *gorm.DB, id *Identity, counted, accepted int) error {
+	if accepted == counted {
+		return nil
+	}
+	return a.rateAddTx(tx, id, "generate", accepted-counted)
+}
+
+// storeSubmitsTx stores the jobs of the accepted units, records the tenant's usage of each service and
+// queues the jobs.
+func (a *App) storeSubmitsTx(tx *gorm.DB, id *Identity, accepted []*submitUnit) error {
+	all, work, counts := submittedJobs(accepted)
+	if err := tx.CreateInBatches(all, 200).Error; err != nil {
+		return Internal("job: create", err)
+	}
+	if id.TenantID != "" {
+		for service, c := range counts {
+			if err := upsertUsage(tx, a.usageKeyNow(id.TenantID, service, id.Agent), c); err != nil {
+				return Internal("usage: record", err)
+			}
+		}
+	}
+	if err := a.Enqueue(tx, work...); err != nil {
+		return Internal("job: enqueue", err)
+	}
+	return nil
+}
+
+// submittedJobs lists the jobs of the units, their work items, and how many jobs each service has.
+func submittedJobs(units []*submitUnit) (all []*Job, work []Work, counts map[string]int64) {
+	counts = map[string]int64{}
+	for _, u := range units {
+		for _, j := range u.jobs {
+			all = append(all, j)
+			work = append(work, Work{Kind: j.Kind, ID: j.ID})
+			service := ServiceImage
+			if j.Kind == JobKindImageToTemplate {
+				service = ServiceImageToTemplate
+			}
+			counts[service]++
+		}
+	}
+	return all, work, counts
+}
+
+// announceSubmits counts the accepted jobs in the metrics and notifies the workers of each.
+func (a *App) announceSubmits(ctx context.Context, accepted []*submitUnit) {
 	metrics.JobsSubmitted.WithLabelValues("image").Add(float64(countJobs(accepted)))
 	for _, u := range accepted {
 		for _, j := range u.jobs {
