@@ -24,6 +24,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"studio/jobs"
+	"studio/jobs/events"
 	"studio/models"
 )
 
@@ -35,7 +36,7 @@ type Options struct {
 	// Jobs is the asynchronous core: generation submits go through it.
 	Jobs *jobs.Service
 	// Events delivers job and video changes to subscriptions.
-	Events *jobs.Broker
+	Events *events.Broker
 	// MaxDepth bounds the nesting of a query (default 10; introspection fields are not counted).
 	MaxDepth int
 	// MaxComplexity bounds the complexity of an operation (default 3000; a page of jobs counts its size).

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"studio/jobs"
+	"studio/jobs/events"
 	"studio/models"
 )
 
@@ -11,7 +12,7 @@ import (
 type Resolver struct {
 	app              *models.App
 	jobs             *jobs.Service
-	events           *jobs.Broker
+	events           *events.Broker
 	maxSubscriptions int
 	// setups bounds the subscriptions being set up at once (identity and current state read from the
 	// database), so that thousands of clients reconnecting together queue here instead of piling up on

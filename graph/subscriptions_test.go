@@ -12,7 +12,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"studio/graph"
-	"studio/jobs"
+	"studio/jobs/events"
 	"studio/models"
 	"studio/models/modelstest"
 )
@@ -252,7 +252,7 @@ func TestSubscriberOnAnotherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, jobs.ListenerName); err != nil {
+	if _, err := admin.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, events.ListenerName); err != nil {
 		t.Fatal(err)
 	}
 	var done bool

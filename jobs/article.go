@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 
+	"studio/jobs/internal/calls"
 	"studio/jobs/upstream"
 	"studio/models"
 )
@@ -12,16 +13,16 @@ import (
 // answer that models.ParseArticle cannot read counts as that upstream's failure, so the next upstream
 // of the chain is tried. Copy is free of credits and counted in usage as copy (the chat column).
 func (s *Service) WriteArticle(ctx context.Context, id *models.Identity, req models.ArticleRequest) (*models.Article, error) {
-	if !id.Is(generating...) {
+	if !id.Is(calls.Generating...) {
 		return nil, models.Forbidden("only tenant keys, member keys and personal logins can generate copy")
 	}
-	p, err := s.app.PrepareArticle(ctx, id, req)
+	p, err := s.App.PrepareArticle(ctx, id, req)
 	if err != nil {
 		return nil, err
 	}
 	msgs := []upstream.Message{{Role: "system", Content: p.System}, {Role: "user", Content: p.User}}
 	var art *models.Article
-	err = s.Engine.Run(ctx, chatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
+	err = s.Engine.Run(ctx, calls.ChatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
 		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: msgs, JSON: true})
 		if err != nil {
 			return err
@@ -34,8 +35,8 @@ func (s *Service) WriteArticle(ctx context.Context, id *models.Identity, req mod
 		return nil
 	})
 	if err != nil {
-		return nil, callError(ctx, err, "copy generation")
+		return nil, calls.Error(ctx, err, "copy generation")
 	}
-	s.app.RecordUsage(id.TenantID, models.ServiceCopy, id.Agent)
+	s.App.RecordUsage(id.TenantID, models.ServiceCopy, id.Agent)
 	return art, nil
 }

@@ -64,7 +64,7 @@ func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration {
 }
 
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
-	app := w.s.app
+	app := w.s.App
 	j, err := app.Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
@@ -96,7 +96,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 }
 
 func (w *callbackWorker) deliver(ctx context.Context, j *models.Job, secret, body []byte) error {
-	if err := w.s.app.CheckCallbackURL(ctx, j.CallbackURL); err != nil {
+	if err := w.s.App.CheckCallbackURL(ctx, j.CallbackURL); err != nil {
 		return river.JobCancel(err)
 	}
 	ts := time.Now().Unix()

@@ -44,7 +44,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	db := c.s.app.DB.WithContext(ctx)
+	db := c.s.App.DB.WithContext(ctx)
 	var n int64
 	if db.Model(&models.Job{}).Where("status = ?", models.JobPending).Count(&n).Error == nil {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), "image")
@@ -62,7 +62,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ageSQL := "SELECT COALESCE(EXTRACT(EPOCH FROM now() - MIN(scheduled_at)), 0) AS age FROM river_job WHERE state = 'available'"
-	if c.s.app.DB.Dialect == models.SQLite {
+	if c.s.App.DB.Dialect == models.SQLite {
 		ageSQL = "SELECT COALESCE((julianday('now') - julianday(MIN(scheduled_at))) * 86400, 0) AS age FROM river_job WHERE state = 'available'"
 	}
 	var oldest struct{ Age float64 }

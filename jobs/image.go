@@ -11,6 +11,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -31,7 +32,7 @@ func (s *Service) SubmitImages(ctx context.Context, id *models.Identity, reqs []
 	}
 	prepared := make([]*models.PreparedImage, len(reqs))
 	for i, req := range reqs {
-		p, err := s.app.PrepareImage(ctx, id, req)
+		p, err := s.App.PrepareImage(ctx, id, req)
 		if err != nil {
 			if len(reqs) > 1 {
 				return nil, prefixError(fmt.Sprintf("items[%d]: ", i), err)
@@ -43,7 +44,7 @@ func (s *Service) SubmitImages(ctx context.Context, id *models.Identity, reqs []
 		}
 		prepared[i] = p
 	}
-	return s.app.CreateImageJobs(ctx, id, prepared)
+	return s.App.CreateImageJobs(ctx, id, prepared)
 }
 
 // prefixError adds a prefix to the message of a core error.
@@ -69,20 +70,7 @@ func imageRoute(p *models.ImageParams) routing.Request {
 // checkRoute refuses, before any charge, a request that no upstream can serve or that names an unknown model.
 func (s *Service) checkRoute(p *models.ImageParams) error {
 	_, err := s.Engine.Plan(imageRoute(p))
-	return routeError(err)
-}
-
-// routeError maps routing refusals onto core errors.
-func routeError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, routing.ErrNoUpstream):
-		return models.NoUpstream(err)
-	case errors.Is(err, routing.ErrUnknownModel):
-		return &models.Error{Kind: models.KindInvalid, Message: "unknown model: use auto, a model family or a channel name from GET /api/available-models", Err: err}
-	}
-	return err
+	return calls.RouteError(err)
 }
 
 // imageWorker runs one image job to its end: done with a stored result, or failed and refunded.
@@ -99,7 +87,7 @@ func (w *imageWorker) NextRetry(job *river.Job[ImageJobArgs]) time.Time {
 }
 
 func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
-	j, err := w.s.app.Job(ctx, job.Args.JobID)
+	j, err := w.s.App.Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
 			return nil
@@ -112,7 +100,7 @@ func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) er
 // runImageJob generates the image of a pending job. Failures of the generation end the job (failed,
 // refunded); failures of the service's own storage are returned so that the queue retries.
 func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
-	app := s.app
+	app := s.App
 	if j.Status != models.JobPending {
 		return nil
 	}
@@ -195,7 +183,7 @@ func (s *Service) failGeneration(ctx context.Context, j *models.Job, err error) 
 	msg := err.Error()
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		msg = fmt.Sprintf("generation timed out after %s; credits refunded", s.app.Config.JobDeadline)
+		msg = fmt.Sprintf("generation timed out after %s; credits refunded", s.App.Config.JobDeadline)
 	case errors.Is(err, routing.ErrNoUpstream):
 		msg = models.NoUpstreamMessage + ": no upstream can serve this request now; credits refunded"
 	default:
@@ -205,7 +193,7 @@ func (s *Service) failGeneration(ctx context.Context, j *models.Job, err error) 
 		}
 		msg += "; credits refunded, you may resubmit"
 	}
-	return s.app.FailJob(context.WithoutCancel(ctx), j.ID, msg)
+	return s.App.FailJob(context.WithoutCancel(ctx), j.ID, msg)
 }
 
 // imageRequest fetches the reference pictures of a job (this service's own media or public URLs).

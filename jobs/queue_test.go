@@ -28,3 +28,22 @@ func TestQueueIndexesTakeInsertsDirectly(t *testing.T) {
 		t.Errorf("indexes without a pending list: %q, want %q", off, want)
 	}
 }
+
+// The queue's stored rows name their worker by River kind: the kinds must keep their values, and the
+// core's work kinds map onto them one to one.
+func TestQueueKindsKeepTheirStoredValues(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{jobs.ImageJobArgs{}.Kind(), "image_job"},
+		{jobs.CallbackArgs{}.Kind(), "callback"},
+		{jobs.VideoTaskArgs{}.Kind(), "video_task"},
+		{jobs.ProbeArgs{}.Kind(), "upstream_probe"},
+		{jobs.SweepArgs{}.Kind(), "job_sweep"},
+		{jobs.ImageJobArgs{}.Kind(), string(models.WorkImage)},
+		{jobs.CallbackArgs{}.Kind(), string(models.WorkCallback)},
+		{jobs.VideoTaskArgs{}.Kind(), string(models.WorkVideoTask)},
+	} {
+		if c.got != c.want {
+			t.Errorf("River kind %q, want %q", c.got, c.want)
+		}
+	}
+}

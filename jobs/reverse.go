@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -59,14 +60,14 @@ func readingImageError(field string, err error, uploaded bool) error {
 // and refunds the credit once when every upstream of the chain failed. An answer that
 // models.ParseReading cannot read counts as that upstream's failure.
 func (s *Service) ReadImage(ctx context.Context, id *models.Identity, in ReadingInput) (*models.Reading, error) {
-	if !id.Is(generating...) {
+	if !id.Is(calls.Generating...) {
 		return nil, models.Forbidden("only tenant keys, member keys and personal logins can read images")
 	}
 	if (in.ImageURL == "") == (in.Image == nil) {
 		return nil, models.Invalid("send exactly one of image_url (JSON body) and file (multipart body)")
 	}
 	if _, err := s.Engine.Plan(readingRoute); err != nil {
-		return nil, routeError(err)
+		return nil, calls.RouteError(err)
 	}
 	img, mime := in.Image, in.MIME
 	if in.ImageURL != "" {
@@ -75,7 +76,7 @@ func (s *Service) ReadImage(ctx context.Context, id *models.Identity, in Reading
 			return nil, err
 		}
 	}
-	charge, err := s.app.ChargeReverse(ctx, id)
+	charge, err := s.App.ChargeReverse(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +94,11 @@ func (s *Service) ReadImage(ctx context.Context, id *models.Identity, in Reading
 		return nil
 	})
 	if err != nil {
-		if _, rerr := s.app.RefundReverse(context.WithoutCancel(ctx), charge); rerr != nil {
+		if _, rerr := s.App.RefundReverse(context.WithoutCancel(ctx), charge); rerr != nil {
 			slog.ErrorContext(ctx, "image reading: refund failed", "ref", charge.Ref, "err", rerr)
 			return nil, rerr
 		}
-		e := callError(ctx, err, "image reading")
+		e := calls.Error(ctx, err, "image reading")
 		var core *models.Error
 		if errors.As(e, &core) {
 			c := *core
@@ -124,7 +125,7 @@ func (s *Service) fetchReadingImage(ctx context.Context, rawURL string) ([]byte,
 		}
 		return data, kind.MIME, nil
 	}
-	if err := s.app.CheckMediaURL(ctx, rawURL); err != nil {
+	if err := s.App.CheckMediaURL(ctx, rawURL); err != nil {
 		return nil, "", &models.Error{Kind: models.KindInvalid, Message: "image_url " + err.Error(), Err: err}
 	}
 	data, _, err := media.Fetch(ctx, s.client, rawURL, media.MaxReadingImageSize)

@@ -10,6 +10,8 @@ import (
 	"github.com/riverqueue/river"
 	"gorm.io/gorm"
 
+	"studio/jobs/events"
+	"studio/jobs/relay"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -38,12 +40,20 @@ type Options struct {
 	CallbackTimeout time.Duration
 	// VideoPoll is how often a running video task is checked at its upstream (default 5 s).
 	VideoPoll time.Duration
+	// Events tunes the event broker.
+	Events events.Options
 }
 
-// Service is the asynchronous core: routing, the queue and its workers.
+// Service is the asynchronous core: routing, the queue and its workers, the event broker and the chat
+// relay, around the core (models.App) they are given to.
 type Service struct {
-	app       *models.App
-	Engine    *routing.Engine
+	// App is the core, built by New with this service's queue, broker and binding check as its deps.
+	App    *models.App
+	Engine *routing.Engine
+	// Events delivers the changes of jobs and video tasks; the caller starts and stops it (it runs
+	// without the workers too).
+	Events    *events.Broker
+	relay     *relay.Relay
 	media     media.Store
 	queue     *Queue
 	client    *http.Client // safe client for reference images
@@ -69,12 +79,10 @@ func putConcurrency(store media.Store) int {
 	return storeConcurrency
 }
 
-// Kinds of queued work.
+// Kinds of the periodic work, which the core does not queue (its kinds are models.WorkKind).
 const (
-	kindImage    = "image_job"
-	kindCallback = "callback"
-	kindProbe    = "upstream_probe"
-	kindSweep    = "job_sweep"
+	kindProbe = "upstream_probe"
+	kindSweep = "job_sweep"
 )
 
 // ImageJobArgs queues one image job. It holds the id alone: River indexes its arguments (GIN), and a
@@ -84,7 +92,7 @@ type ImageJobArgs struct {
 }
 
 // Kind names the work.
-func (ImageJobArgs) Kind() string { return kindImage }
+func (ImageJobArgs) Kind() string { return string(models.WorkImage) }
 
 // CallbackArgs queues the delivery of one job's callback.
 type CallbackArgs struct {
@@ -92,7 +100,7 @@ type CallbackArgs struct {
 }
 
 // Kind names the work.
-func (CallbackArgs) Kind() string { return kindCallback }
+func (CallbackArgs) Kind() string { return string(models.WorkCallback) }
 
 // ProbeArgs is the periodic probe of removed upstreams.
 type ProbeArgs struct{}
@@ -106,8 +114,11 @@ type SweepArgs struct{}
 // Kind names the work.
 func (SweepArgs) Kind() string { return kindSweep }
 
-// New builds the routing engine, the queue and its workers, and connects them to the core.
-func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
+// New builds the asynchronous side and the core over an open, migrated database: the routing engine, the
+// queue and its workers, the event broker, then the core (models.NewApp) with the queue, the broker and
+// the binding check as its deps, and last the chat relay. The workers hold the Service and reach the
+// core through it once New returns; nothing runs before Start.
+func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*Service, error) {
 	if opts.MaxWorkers <= 0 {
 		opts.MaxWorkers = 50
 	}
@@ -122,7 +133,7 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
-		if app.DB.Dialect == models.SQLite {
+		if db.Dialect == models.SQLite {
 			opts.PollInterval = 200 * time.Millisecond
 		}
 	}
@@ -132,13 +143,13 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 	if opts.CallbackTimeout <= 0 {
 		opts.CallbackTimeout = 10 * time.Second
 	}
-	s := &Service{app: app, media: opts.Media, opts: opts, stores: make(chan struct{}, putConcurrency(opts.Media)),
-		client:    media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(30*time.Second)),
-		callbacks: media.NewSafeClient(app.Config.AllowPrivateURLs, media.WithTimeout(opts.CallbackTimeout))}
+	s := &Service{media: opts.Media, opts: opts, stores: make(chan struct{}, putConcurrency(opts.Media)),
+		client:    media.NewSafeClient(cfg.AllowPrivateURLs, media.WithTimeout(30*time.Second)),
+		callbacks: media.NewSafeClient(cfg.AllowPrivateURLs, media.WithTimeout(opts.CallbackTimeout))}
 	// A callback is delivered to the URL the caller gave: a redirect is an answer that is not 2xx (retried),
 	// never followed, so that a receiver cannot bounce the signed body elsewhere.
 	s.callbacks.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	s.Engine = routing.NewEngine(opts.Upstreams, routing.Options{Store: NewHealthStore(app.DB), RetryBase: opts.RetryBase,
+	s.Engine = routing.NewEngine(opts.Upstreams, routing.Options{Store: NewHealthStore(db), RetryBase: opts.RetryBase,
 		Logger: slog.Default().With("component", "routing")})
 
 	workers := river.NewWorkers()
@@ -155,16 +166,20 @@ func New(ctx context.Context, app *models.App, opts Options) (*Service, error) {
 			return SweepArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: opts.SweepInterval}}
 		}, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
-	deadline := app.Config.JobDeadline
-	q, err := NewQueue(ctx, app.DB, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers,
+	deadline := cfg.JobDeadline
+	q, err := NewQueue(ctx, db, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers,
 		JobTimeout: attemptBudget(deadline) + 5*time.Second, RescueAfter: RescueAfter, Heartbeat: Heartbeat,
 		PollInterval: opts.PollInterval})
 	if err != nil {
 		return nil, err
 	}
 	s.queue = q
-	app.Enqueue = s.enqueue
-	app.ValidateBinding = s.validateBinding
+	s.Events = events.New(db, opts.Events)
+	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams}})
+	if err != nil {
+		return nil, err
+	}
+	s.relay = relay.New(s.App, s.Engine)
 	return s, nil
 }
 
@@ -180,8 +195,12 @@ const (
 // that died is rescued and run again while the job still has time left.
 func attemptBudget(deadline time.Duration) time.Duration { return deadline / 2 }
 
-// enqueue is the core's Enqueue hook: it maps units of work to queue arguments, inserted together.
-func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
+// workQueue is the core's models.Enqueuer: the service's queue.
+type workQueue struct{ s *Service }
+
+// Enqueue maps units of work to queue arguments, inserted together inside tx.
+func (wq workQueue) Enqueue(tx *gorm.DB, work ...models.Work) error {
+	s := wq.s
 	params := make([]river.InsertManyParams, 0, len(work))
 	for _, w := range work {
 		opts := &river.InsertOpts{}
@@ -190,9 +209,9 @@ func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
 		}
 		var args river.JobArgs
 		switch w.Kind {
-		case models.JobKindImage, models.JobKindImageToTemplate:
+		case models.WorkImage:
 			args = ImageJobArgs{JobID: w.ID}
-		case "callback":
+		case models.WorkCallback:
 			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
 			args = CallbackArgs{JobID: w.ID}
 		case models.WorkVideoTask:
@@ -205,13 +224,30 @@ func (s *Service) enqueue(tx *gorm.DB, work ...models.Work) error {
 	return s.queue.InsertManyTx(tx, params)
 }
 
-func (s *Service) validateBinding(model string) error {
-	set := s.opts.Upstreams.Current()
+// bindings is the core's models.BindingChecker: the upstream registry.
+type bindings struct{ reg *upstream.Registry }
+
+// CheckBinding accepts a model family or channel name of the current upstreams.
+func (b bindings) CheckBinding(model string) error {
+	set := b.reg.Current()
 	if set.ByName(model) != nil || set.HasFamily(upstream.MediaImage, model) || set.HasFamily(upstream.MediaVideo, model) || set.HasFamily(upstream.MediaChat, model) {
 		return nil
 	}
 	return models.Invalid("unknown model family or channel %q", model)
 }
+
+// RelayChat relays an OpenAI chat/completions body (relay.Relay.Completions).
+func (s *Service) RelayChat(ctx context.Context, id *models.Identity, body []byte, w http.ResponseWriter) error {
+	return s.relay.Completions(ctx, id, body, w)
+}
+
+// AgentChat answers POST /api/chat (relay.Relay.Agent).
+func (s *Service) AgentChat(ctx context.Context, id *models.Identity, req relay.AgentRequest) (*relay.AgentReply, error) {
+	return s.relay.Agent(ctx, id, req)
+}
+
+// ChatModels lists the models of GET /api/models (relay.Relay.Models).
+func (s *Service) ChatModels() []string { return s.relay.Models() }
 
 // Start starts the workers of this process.
 func (s *Service) Start(ctx context.Context) error {
@@ -256,15 +292,15 @@ type sweepWorker struct {
 }
 
 func (w *sweepWorker) Work(ctx context.Context, job *river.Job[SweepArgs]) error {
-	d := w.s.app.Config.JobDeadline
-	n, err := w.s.app.ExpireOverdueJobs(ctx, d/5+2*time.Second)
+	d := w.s.App.Config.JobDeadline
+	n, err := w.s.App.ExpireOverdueJobs(ctx, d/5+2*time.Second)
 	if n > 0 {
 		slog.Warn("overdue jobs failed and refunded", "count", n)
 	}
 	if err != nil {
 		return err
 	}
-	if pruned, err := w.s.app.PruneExpired(ctx); err != nil {
+	if pruned, err := w.s.App.PruneExpired(ctx); err != nil {
 		return err
 	} else if pruned > 0 {
 		slog.Info("expired rows pruned", "count", pruned)

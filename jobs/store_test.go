@@ -58,20 +58,17 @@ func TestResultsAreStoredAsManyAtOnceAsTheStoreTakes(t *testing.T) {
 	db := modelstest.NewDB(t)
 	cfg := models.DefaultConfig()
 	cfg.DatabaseURL, cfg.CDNURL, cfg.AllowPrivateURLs = db.URL, "http://media.test", true
-	app, err := models.NewApp(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg, err := upstream.NewRegistry([]upstream.Config{{Name: "img", Provider: "prov", Media: upstream.MediaImage, Family: "gen2",
 		Protocol: upstream.ProtocolOpenAI, BaseURL: fake.ChannelURL("img"), APIKey: "k", Model: "m",
 		SoftTimeout: 5 * time.Second, CostUSD: 0.04}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := jobs.New(ctx, app, jobs.Options{Upstreams: reg, Media: store, MaxWorkers: 8, PollInterval: 50 * time.Millisecond})
+	svc, err := jobs.New(ctx, db, cfg, jobs.Options{Upstreams: reg, Media: store, MaxWorkers: 8, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	app := svc.App
 	credits := int64(100)
 	tenant, _, err := app.CreateTenant(ctx, models.TenantInput{Name: "Acme", Credits: &credits})
 	if err != nil {

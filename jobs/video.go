@@ -10,6 +10,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -34,7 +35,7 @@ type VideoTaskArgs struct {
 }
 
 // Kind names the work.
-func (VideoTaskArgs) Kind() string { return models.WorkVideoTask }
+func (VideoTaskArgs) Kind() string { return string(models.WorkVideoTask) }
 
 // SubmitVideo validates, routes and charges a video request, then queues it. A request no upstream can
 // serve is refused before anything is charged; with model auto the task may move to another tier of the
@@ -43,7 +44,7 @@ func (s *Service) SubmitVideo(ctx context.Context, id *models.Identity, req mode
 	if !id.Is(models.IdentityTenant, models.IdentityAccount, models.IdentityUser) {
 		return nil, models.Forbidden("only tenant keys, member keys and personal logins can generate")
 	}
-	p, err := s.app.PrepareVideo(ctx, id, req)
+	p, err := s.App.PrepareVideo(ctx, id, req)
 	if err != nil {
 		return nil, err
 	}
@@ -60,20 +61,20 @@ func (s *Service) SubmitVideo(ctx context.Context, id *models.Identity, req mode
 		}
 	}
 	if p.Tier == "" {
-		return nil, routeError(first)
+		return nil, calls.RouteError(first)
 	}
 	if p.Params.SpecMD != "" {
 		if _, err := s.Engine.Plan(routing.Request{Media: upstream.MediaChat}); err != nil {
-			return nil, routeError(err)
+			return nil, calls.RouteError(err)
 		}
 	}
-	return s.app.CreateVideoTask(ctx, id, p)
+	return s.App.CreateVideoTask(ctx, id, p)
 }
 
 // CancelVideo cancels a pending or running video task of the identity with a refund, then cancels it
 // at its upstream too; that last step is best effort and only logged when it fails.
 func (s *Service) CancelVideo(ctx context.Context, id *models.Identity, taskID string) (*models.VideoTask, error) {
-	t, err := s.app.CancelVideoTask(ctx, id, taskID)
+	t, err := s.App.CancelVideoTask(ctx, id, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +123,7 @@ func (w *videoWorker) Work(ctx context.Context, job *river.Job[VideoTaskArgs]) e
 // task (failed, refunded); failures of the service's own database or storage are returned so that the
 // queue runs the step again.
 func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
-	t, err := s.app.VideoTask(ctx, taskID)
+	t, err := s.App.VideoTask(ctx, taskID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
 			return nil
@@ -132,13 +133,13 @@ func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
 	if t.Ended() {
 		return nil
 	}
-	deadline := s.app.VideoDeadline(t)
-	if !s.app.Now().Before(deadline) {
+	deadline := s.App.VideoDeadline(t)
+	if !s.App.Now().Before(deadline) {
 		s.cancelUpstream(ctx, t.ID, t.Upstream, t.UpstreamTaskID)
-		return s.failVideo(ctx, t, fmt.Sprintf("video generation timed out after %s; credits refunded", s.app.Config.JobDeadline))
+		return s.failVideo(ctx, t, fmt.Sprintf("video generation timed out after %s; credits refunded", s.App.Config.JobDeadline))
 	}
 	runUntil := deadline
-	if budget := s.app.Now().Add(attemptBudget(s.app.Config.JobDeadline)); budget.Before(runUntil) {
+	if budget := s.App.Now().Add(attemptBudget(s.App.Config.JobDeadline)); budget.Before(runUntil) {
 		runUntil = budget
 	}
 	ctx, cancel := context.WithDeadline(withJob(ctx, t.ID), runUntil)
@@ -180,7 +181,7 @@ func (s *Service) startVideo(ctx context.Context, t *models.VideoTask, p *models
 	if err != nil {
 		return s.videoRunFailed(ctx, t, deadline, err)
 	}
-	ok, err := s.app.StartVideoTask(context.WithoutCancel(ctx), t.ID, used.Name, started.ID, started.Progress)
+	ok, err := s.App.StartVideoTask(context.WithoutCancel(ctx), t.ID, used.Name, started.ID, started.Progress)
 	if err != nil {
 		slog.Error("video: recording a started task failed; the queue runs the start again", "task_id", t.ID, "err", err)
 		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, used.Name, started.ID)
@@ -199,7 +200,7 @@ func (s *Service) pollLater() error { return river.JobSnooze(s.opts.VideoPoll) }
 // progressed records a running task's progress (reported by the upstream, 0 when it gives none) and
 // polls it again later, unless it ended meanwhile.
 func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress int) error {
-	running, err := s.app.VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
+	running, err := s.App.VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
 	if err != nil || !running {
 		return err
 	}
@@ -210,13 +211,13 @@ func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress 
 // interrupted (shutdown, or its time budget used while the task still has time): then the queue runs
 // the step again.
 func (s *Service) videoRunFailed(ctx context.Context, t *models.VideoTask, deadline time.Time, err error) error {
-	if errors.Is(ctx.Err(), context.Canceled) || (ctx.Err() != nil && s.app.Now().Before(deadline)) {
+	if errors.Is(ctx.Err(), context.Canceled) || (ctx.Err() != nil && s.App.Now().Before(deadline)) {
 		return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())
 	}
 	var msg string
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		msg = fmt.Sprintf("video generation timed out after %s; credits refunded", s.app.Config.JobDeadline)
+		msg = fmt.Sprintf("video generation timed out after %s; credits refunded", s.App.Config.JobDeadline)
 	case errors.Is(err, routing.ErrNoUpstream):
 		msg = models.NoUpstreamMessage + ": no upstream can serve this video now; credits refunded"
 	default:
@@ -268,7 +269,7 @@ func (s *Service) pollVideo(ctx context.Context, t *models.VideoTask, deadline t
 func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstream.Upstream, deadline time.Time) error {
 	body, err := u.Video().VideoContent(ctx, t.UpstreamTaskID)
 	if err != nil {
-		if ctx.Err() != nil && s.app.Now().Before(deadline) {
+		if ctx.Err() != nil && s.App.Now().Before(deadline) {
 			return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())
 		}
 		slog.Warn("video: downloading the result failed; polling again", "task_id", t.ID, "upstream", t.Upstream, "err", err)
@@ -289,7 +290,7 @@ func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstre
 		slog.Error("video: storing the result failed; the queue retries", "task_id", t.ID, "err", err)
 		return fmt.Errorf("jobs: store video: %w", err)
 	}
-	done, err := s.app.CompleteVideoTask(context.WithoutCancel(ctx), t.ID, obj.URL, u.CostUSD*float64(t.Duration))
+	done, err := s.App.CompleteVideoTask(context.WithoutCancel(ctx), t.ID, obj.URL, u.CostUSD*float64(t.Duration))
 	if err != nil {
 		return err
 	}
@@ -315,6 +316,6 @@ func detectVideo(head []byte) (media.Kind, error) {
 
 // failVideo ends a task failed with a refund; the reason must not name an upstream.
 func (s *Service) failVideo(ctx context.Context, t *models.VideoTask, reason string) error {
-	_, err := s.app.FailVideoTask(context.WithoutCancel(ctx), t.ID, reason)
+	_, err := s.App.FailVideoTask(context.WithoutCancel(ctx), t.ID, reason)
 	return err
 }

@@ -112,10 +112,6 @@ func newVideoEnv(t *testing.T, up *scriptedVideos, tiers ...string) *videoEnv {
 	db := modelstest.NewDB(t)
 	cfg := models.DefaultConfig()
 	cfg.DatabaseURL, cfg.JobDeadline, cfg.CDNURL, cfg.AllowPrivateURLs = db.URL, 5*time.Second, "http://media.test", true
-	app, err := models.NewApp(ctx, db, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg, err := upstream.NewRegistry([]upstream.Config{{Name: "vid-s", Provider: "prov-s", Media: upstream.MediaVideo,
 		Protocol: upstream.ProtocolOpenAI, BaseURL: srv.URL + "/v1", APIKey: "k", Tiers: tiers,
 		Capabilities: []upstream.Capability{upstream.CapImages}, SoftTimeout: 2 * time.Second, CostUSD: 0.1}})
@@ -126,11 +122,12 @@ func newVideoEnv(t *testing.T, up *scriptedVideos, tiers ...string) *videoEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := jobs.New(ctx, app, jobs.Options{Upstreams: reg, Media: store, PollInterval: 50 * time.Millisecond,
+	svc, err := jobs.New(ctx, db, cfg, jobs.Options{Upstreams: reg, Media: store, PollInterval: 50 * time.Millisecond,
 		RetryBase: 10 * time.Millisecond, VideoPoll: 50 * time.Millisecond, SweepInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	app := svc.App
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

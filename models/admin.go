@@ -187,8 +187,8 @@ func NewAdminActions(a *App) *AdminActions {
 			if in.TenantID == "" {
 				return nil, Invalid("tenant_id is required")
 			}
-			if in.Model != "" && a.ValidateBinding != nil {
-				if err := a.ValidateBinding(in.Model); err != nil {
+			if in.Model != "" {
+				if err := a.checkBinding(in.Model); err != nil {
 					return nil, err
 				}
 			}

@@ -20,31 +20,19 @@ type App struct {
 	Sealer *Sealer
 	Admin  *AdminActions
 	// Now is the clock; tests replace it.
-	Now func() time.Time
-	// Enqueue puts asynchronous work on the durable queue inside the caller's transaction; set by jobs.
-	Enqueue func(tx *gorm.DB, work ...Work) error
-	// Notify announces that a job ("job") or video task ("video") changed, to the subscribers of every
-	// replica; the core calls it after the change commits, never inside a transaction. It must not block:
-	// jobs.NewBroker installs its Publish, which delivers in this process and sends pg_notify on PostgreSQL.
-	Notify  func(ctx context.Context, topic, id string)
+	Now     func() time.Time
 	submits *groupCommit[*submitUnit]
 	// Resolver looks up the hosts of submitted callback and media URLs (CheckPublicHost); nil means
 	// net.DefaultResolver. Tests point it at a name server they control.
 	Resolver Resolver
-	// ValidateBinding checks a tenant binding names a known family or channel; set by jobs.
-	ValidateBinding func(model string) error
-}
-
-// Work is a unit of asynchronous work to enqueue: an image job, a callback delivery, a video poll.
-type Work struct {
-	Kind  string // "image_job", "image_to_template", "callback", "video_task"
-	ID    string
-	Delay time.Duration
+	// deps are the queue, the event publisher and the binding check of the asynchronous side (NewApp).
+	deps Deps
 }
 
 // NewApp loads (or creates once) the service secret and returns the core over an open, migrated database.
-func NewApp(ctx context.Context, db *DB, cfg Config) (*App, error) {
-	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }}
+// deps are the asynchronous side it calls: jobs.New builds them and then the App (see Deps for nil parts).
+func NewApp(ctx context.Context, db *DB, cfg Config, deps Deps) (*App, error) {
+	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }, deps: deps}
 	a.submits = newSubmitBatcher(a)
 	secret := cfg.Secret
 	if secret == "" {
@@ -57,8 +45,6 @@ func NewApp(ctx context.Context, db *DB, cfg Config) (*App, error) {
 	a.Secret = []byte(secret)
 	a.Sealer = NewSealer(a.Secret)
 	a.Admin = NewAdminActions(a)
-	a.Enqueue = func(*gorm.DB, ...Work) error { return nil }
-	a.Notify = func(context.Context, string, string) {}
 	return a, nil
 }
 

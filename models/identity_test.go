@@ -142,7 +142,7 @@ func TestIdentityCacheFollowsChangesAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		app, err := models.NewApp(ctx, db, models.DefaultConfig())
+		app, err := models.NewApp(ctx, db, models.DefaultConfig(), models.Deps{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestIdentityCacheSeesAnotherProcessOnSQLite(t *testing.T) {
 	}
 	ctx := context.Background()
 	db := modelstest.NewDB(t)
-	server, err := models.NewApp(ctx, db, models.DefaultConfig())
+	server, err := models.NewApp(ctx, db, models.DefaultConfig(), models.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestIdentityCacheSeesAnotherProcessOnSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	cli, err := models.NewApp(ctx, other, models.DefaultConfig())
+	cli, err := models.NewApp(ctx, other, models.DefaultConfig(), models.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -594,7 +594,7 @@ func (a *App) storeSubmitsTx(tx *gorm.DB, id *Identity, accepted []*submitUnit) 
 			}
 		}
 	}
-	if err := a.Enqueue(tx, work...); err != nil {
+	if err := a.enqueue(tx, work...); err != nil {
 		return Internal("job: enqueue", err)
 	}
 	return nil
@@ -606,7 +606,7 @@ func submittedJobs(units []*submitUnit) (all []*Job, work []Work, counts map[str
 	for _, u := range units {
 		for _, j := range u.jobs {
 			all = append(all, j)
-			work = append(work, Work{Kind: j.Kind, ID: j.ID})
+			work = append(work, Work{Kind: WorkImage, ID: j.ID})
 			service := ServiceImage
 			if j.Kind == JobKindImageToTemplate {
 				service = ServiceImageToTemplate
@@ -622,7 +622,7 @@ func (a *App) announceSubmits(ctx context.Context, accepted []*submitUnit) {
 	metrics.JobsSubmitted.WithLabelValues("image").Add(float64(countJobs(accepted)))
 	for _, u := range accepted {
 		for _, j := range u.jobs {
-			a.Notify(ctx, "job", j.ID)
+			a.notify(ctx, TopicJob, j.ID)
 		}
 	}
 }
@@ -727,8 +727,13 @@ func jobScope(tx *gorm.DB, id *Identity) *gorm.DB {
 
 // JobFor returns a job the identity may see; any other is not found.
 func (a *App) JobFor(ctx context.Context, id *Identity, jobID string) (*Job, error) {
+	return ReadJobFor(ctx, a.DB, id, jobID)
+}
+
+// ReadJobFor is App.JobFor over the database alone, for the parts built before the App (the event broker).
+func ReadJobFor(ctx context.Context, db *DB, id *Identity, jobID string) (*Job, error) {
 	var j Job
-	err := jobScope(a.DB.WithContext(ctx), id).First(&j, "id = ?", jobID).Error
+	err := jobScope(db.WithContext(ctx), id).First(&j, "id = ?", jobID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, NotFound("job")
 	}

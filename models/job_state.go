@@ -19,7 +19,7 @@ func (a *App) SetJobProgress(ctx context.Context, jobID, note string) error {
 	if res.Error != nil {
 		return Internal("job: progress", res.Error)
 	}
-	a.Notify(ctx, "job", jobID)
+	a.notify(ctx, TopicJob, jobID)
 	return nil
 }
 
@@ -39,7 +39,7 @@ func (a *App) SetJobStep(ctx context.Context, jobID string, current int) error {
 	if res.Error != nil {
 		return Internal("job: step", res.Error)
 	}
-	a.Notify(ctx, "job", jobID)
+	a.notify(ctx, TopicJob, jobID)
 	return nil
 }
 
@@ -80,7 +80,7 @@ func (a *App) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD fl
 			return errJobEnded
 		}
 		if j.CallbackURL != "" {
-			return a.Enqueue(tx, Work{Kind: "callback", ID: j.ID})
+			return a.enqueue(tx, Work{Kind: WorkCallback, ID: j.ID})
 		}
 		return nil
 	}
@@ -98,7 +98,7 @@ func (a *App) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD fl
 		return asCoreError("job: complete", err)
 	}
 	metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
-	a.Notify(ctx, "job", j.ID)
+	a.notify(ctx, TopicJob, j.ID)
 	return nil
 }
 
@@ -136,7 +136,7 @@ func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm
 			return errJobEnded
 		}
 		if j.CallbackURL != "" {
-			return a.Enqueue(tx, Work{Kind: "callback", ID: j.ID})
+			return a.enqueue(tx, Work{Kind: WorkCallback, ID: j.ID})
 		}
 		return nil
 	})
@@ -147,7 +147,7 @@ func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm
 		return asCoreError("job: complete", err)
 	}
 	metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
-	a.Notify(ctx, "job", jobID)
+	a.notify(ctx, TopicJob, jobID)
 	return nil
 }
 
@@ -164,7 +164,7 @@ func (a *App) FailJob(ctx context.Context, jobID, reason string) error {
 		return asCoreError("job: fail", err)
 	}
 	metrics.JobsEnded.WithLabelValues("image", JobFailed).Inc()
-	a.Notify(ctx, "job", jobID)
+	a.notify(ctx, TopicJob, jobID)
 	return nil
 }
 
@@ -190,7 +190,7 @@ func (a *App) failJobTx(tx *gorm.DB, jobID, reason string) error {
 		return err
 	}
 	if j.CallbackURL != "" {
-		return a.Enqueue(tx, Work{Kind: "callback", ID: j.ID})
+		return a.enqueue(tx, Work{Kind: WorkCallback, ID: j.ID})
 	}
 	return nil
 }

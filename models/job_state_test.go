@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"studio/models"
 )
 
@@ -16,7 +14,6 @@ import (
 // as it was.
 func TestConcurrentCompletionsKeepEachJobsResult(t *testing.T) {
 	app := newApp(t)
-	app.Enqueue = func(*gorm.DB, ...models.Work) error { return nil }
 	ctx := context.Background()
 	id := newTenant(t, app, models.TenantInput{Credits: ptr(int64(1000))})
 	prompt := "a fox"

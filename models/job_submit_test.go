@@ -9,10 +9,29 @@ import (
 	"gorm.io/gorm"
 
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 // submitConcurrently makes n one-job CreateImageJobs calls of id at once. The first transaction is held
 // in Enqueue until the other calls have queued behind it, so that they are committed as one batch.
+// slowFirstQueue holds the first enqueue 200 ms, so that the submits arriving meanwhile form one batch.
+type slowFirstQueue struct{ once sync.Once }
+
+func (q *slowFirstQueue) Enqueue(*gorm.DB, ...models.Work) error {
+	q.once.Do(func() { time.Sleep(200 * time.Millisecond) })
+	return nil
+}
+
+// newBatchingApp returns a core whose queue holds the first enqueue (see slowFirstQueue).
+func newBatchingApp(t *testing.T) *models.App {
+	t.Helper()
+	app, err := models.NewApp(context.Background(), modelstest.NewDB(t), models.DefaultConfig(), models.Deps{Queue: &slowFirstQueue{}})
+	if err != nil {
+		t.Fatalf("app: %v", err)
+	}
+	return app
+}
+
 func submitConcurrently(t *testing.T, app *models.App, id *models.Identity, n int) (cost int64, errs []error) {
 	t.Helper()
 	ctx := context.Background()
@@ -20,11 +39,6 @@ func submitConcurrently(t *testing.T, app *models.App, id *models.Identity, n in
 	item, err := app.PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var once sync.Once
-	app.Enqueue = func(*gorm.DB, ...models.Work) error {
-		once.Do(func() { time.Sleep(200 * time.Millisecond) })
-		return nil
 	}
 	errs = make([]error, n)
 	var wg sync.WaitGroup
@@ -59,7 +73,7 @@ func countOutcomes(t *testing.T, errs []error, kind models.Kind) (accepted, refu
 // A batch of submits the balance does not cover as a whole is charged call by call: the calls covered
 // are accepted, the others refused for credits, and the balance is spent exactly.
 func TestGroupedSubmitsChargedCallByCall(t *testing.T) {
-	app := newApp(t)
+	app := newBatchingApp(t)
 	ctx := context.Background()
 	prompt := "a fox"
 	probe, err := app.PrepareImage(ctx, &models.Identity{Kind: models.IdentityTenant}, models.GenerateRequest{Prompt: &prompt})
@@ -88,7 +102,7 @@ func TestGroupedSubmitsChargedCallByCall(t *testing.T) {
 
 // A batch of submits over the hourly limit accepts the calls within it, in order, and refuses the rest.
 func TestGroupedSubmitsRateLimited(t *testing.T) {
-	app := newApp(t)
+	app := newBatchingApp(t)
 	app.Config.GenerateRate = 3
 	id := newTenant(t, app, models.TenantInput{Credits: ptr(int64(1000))})
 	_, errs := submitConcurrently(t, app, id, 10)

@@ -24,7 +24,7 @@ func ptr[T any](v T) *T { return &v }
 // newApp returns a core over a fresh database, with the default configuration.
 func newApp(t *testing.T) *models.App {
 	t.Helper()
-	app, err := models.NewApp(context.Background(), modelstest.NewDB(t), models.DefaultConfig())
+	app, err := models.NewApp(context.Background(), modelstest.NewDB(t), models.DefaultConfig(), models.Deps{})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}

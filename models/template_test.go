@@ -17,7 +17,7 @@ import (
 // tplApp returns a core over a fresh database for the template tests.
 func tplApp(t *testing.T) *models.App {
 	t.Helper()
-	app, err := models.NewApp(context.Background(), modelstest.NewDB(t), models.DefaultConfig())
+	app, err := models.NewApp(context.Background(), modelstest.NewDB(t), models.DefaultConfig(), models.Deps{})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}

@@ -30,9 +30,6 @@ const (
 	VideoCancelled = "cancelled"
 )
 
-// WorkVideoTask is the kind of queued work that advances one video task: it starts it, then polls it.
-const WorkVideoTask = "video_task"
-
 // Limits of a video submit.
 const (
 	// MaxVideoImages is the most reference images a video takes (spec section 8).
@@ -323,7 +320,7 @@ func (a *App) CreateVideoTask(ctx context.Context, id *Identity, p *PreparedVide
 		if err := a.RecordUsageTx(tx, id.TenantID, ServiceVideo, id.Agent); err != nil {
 			return err
 		}
-		if err := a.Enqueue(tx, Work{Kind: WorkVideoTask, ID: t.ID}); err != nil {
+		if err := a.enqueue(tx, Work{Kind: WorkVideoTask, ID: t.ID}); err != nil {
 			return Internal("video: enqueue", err)
 		}
 		return nil
@@ -331,7 +328,7 @@ func (a *App) CreateVideoTask(ctx context.Context, id *Identity, p *PreparedVide
 	if err != nil {
 		return nil, asCoreError("video: create", err)
 	}
-	a.Notify(ctx, "video", t.ID)
+	a.notify(ctx, TopicVideo, t.ID)
 	return t, nil
 }
 
@@ -395,8 +392,14 @@ func (a *App) VideoTask(ctx context.Context, taskID string) (*VideoTask, error) 
 // VideoTaskFor returns a video task the identity may see (as jobs: a tenant key its tenant's, a member
 // key or a personal login its own); any other is not found.
 func (a *App) VideoTaskFor(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+	return ReadVideoTaskFor(ctx, a.DB, id, taskID)
+}
+
+// ReadVideoTaskFor is App.VideoTaskFor over the database alone, for the parts built before the App (the
+// event broker).
+func ReadVideoTaskFor(ctx context.Context, db *DB, id *Identity, taskID string) (*VideoTask, error) {
 	var t VideoTask
-	err := jobScope(a.DB.WithContext(ctx), id).First(&t, "id = ?", taskID).Error
+	err := jobScope(db.WithContext(ctx), id).First(&t, "id = ?", taskID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, NotFound("video task")
 	}
@@ -474,7 +477,7 @@ func (a *App) StartVideoTask(ctx context.Context, taskID, upstreamName, upstream
 	if res.RowsAffected != 1 {
 		return false, nil
 	}
-	a.Notify(ctx, "video", taskID)
+	a.notify(ctx, TopicVideo, taskID)
 	return true, nil
 }
 
@@ -497,7 +500,7 @@ func (a *App) VideoProgress(ctx context.Context, taskID string, reported int) (b
 	if res.RowsAffected != 1 {
 		return false, nil
 	}
-	a.Notify(ctx, "video", taskID)
+	a.notify(ctx, TopicVideo, taskID)
 	return true, nil
 }
 
@@ -526,7 +529,7 @@ func (a *App) CompleteVideoTask(ctx context.Context, taskID, videoURL string, co
 	if res.RowsAffected != 1 {
 		return false, nil
 	}
-	a.Notify(ctx, "video", taskID)
+	a.notify(ctx, TopicVideo, taskID)
 	return true, nil
 }
 
@@ -548,7 +551,7 @@ func (a *App) FailVideoTask(ctx context.Context, taskID, reason string) (bool, e
 		return false, asCoreError("video: fail", err)
 	}
 	if failed {
-		a.Notify(ctx, "video", taskID)
+		a.notify(ctx, TopicVideo, taskID)
 	}
 	return failed, nil
 }
@@ -578,7 +581,7 @@ func (a *App) CancelVideoTask(ctx context.Context, id *Identity, taskID string) 
 	if err != nil {
 		return nil, asCoreError("video: cancel", err)
 	}
-	a.Notify(ctx, "video", taskID)
+	a.notify(ctx, TopicVideo, taskID)
 	return &t, nil
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"studio/jobs"
+	"studio/jobs/relay"
 	"studio/models"
 )
 
@@ -30,7 +30,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, id *mod
 }
 
 func (s *Server) agentChat(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	var req jobs.AgentChatRequest
+	var req relay.AgentRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"studio/jobs"
+	"studio/jobs/events"
 	"studio/models"
 	"studio/models/media"
 )
@@ -28,7 +29,7 @@ type ConsoleOptions struct {
 	// Jobs submits generation jobs (the same path as POST /api/generate).
 	Jobs *jobs.Service
 	// Events streams job changes to the jobs page.
-	Events *jobs.Broker
+	Events *events.Broker
 	// Media stores uploaded sample images (the same store as POST /api/upload-ref).
 	Media media.Store
 }

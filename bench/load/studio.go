@@ -299,7 +299,7 @@ func auditDB(ctx context.Context, dbURL string) ([]string, error) {
 		return nil, err
 	}
 	defer db.Close()
-	app, err := models.NewApp(ctx, db, models.Config{Secret: "audit only"})
+	app, err := models.NewApp(ctx, db, models.Config{Secret: "audit only"}, models.Deps{})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"studio/graph"
 	"studio/jobs"
+	"studio/jobs/events"
 	"studio/jobs/upstream"
 	"studio/models"
 	"studio/models/media"
@@ -26,7 +27,7 @@ type Service struct {
 	DB        *models.DB
 	App       *models.App
 	Jobs      *jobs.Service
-	Events    *jobs.Broker
+	Events    *events.Broker
 	Media     media.Store
 	Upstreams *upstream.Registry
 	handler   http.Handler
@@ -59,13 +60,11 @@ func Open(ctx context.Context, cfg models.Config, opts Options) (*Service, error
 	return s, nil
 }
 
-// New builds the service over an open, migrated database.
+// New builds the service over an open, migrated database: jobs.New builds the core (models.App) with
+// its queue, event broker and binding check.
 func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*Service, error) {
-	app, err := models.NewApp(ctx, db, cfg)
-	if err != nil {
-		return nil, err
-	}
-	s := &Service{DB: db, App: app}
+	s := &Service{DB: db}
+	var err error
 	cfgs := opts.Upstreams
 	if cfgs == nil {
 		if cfg.Upstreams != "" {
@@ -87,11 +86,11 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	if jo.MaxWorkers == 0 {
 		jo.MaxWorkers = cfg.Workers
 	}
-	if s.Jobs, err = jobs.New(ctx, app, jo); err != nil {
+	if s.Jobs, err = jobs.New(ctx, db, cfg, jo); err != nil {
 		return nil, err
 	}
-	jobs.RegisterAdmin(app.Admin, s.Jobs)
-	s.Events = jobs.NewBroker(app, jobs.BrokerOptions{})
+	s.App, s.Events = s.Jobs.App, s.Jobs.Events
+	jobs.RegisterAdmin(s.App.Admin, s.Jobs)
 	return s, nil
 }
 

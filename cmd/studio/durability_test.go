@@ -94,7 +94,7 @@ func TestKilledServerLeavesNoJobBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	app, err := models.NewApp(context.Background(), db, models.DefaultConfig())
+	app, err := models.NewApp(context.Background(), db, models.DefaultConfig(), models.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,15 @@
-package jobs
+// Package relay is the chat side of studio (spec 4.15): the OpenAI-compatible relay POST
+// /api/chat/completions, the agent proxy POST /api/chat and the chat model list GET /api/models. jobs.Service
+// holds a Relay and answers for it.
+//
+// The relay is the hot path of the service and stays off the database: the caller is authenticated
+// from the identity cache, the call is counted with the batched RecordUsage, and chat costs no
+// credits. The request body was read whole before routing (the gateway must read it to route); it is
+// sent upstream from memory with the upstream's model substituted, and the answer is relayed with no
+// upstream header, every "model" field rewritten to service-auto so that no upstream model leaks. A
+// streamed answer is relayed event by event and flushed as it arrives; once its first byte is relayed
+// the call is committed (routing.Commit) and a later failure ends the stream instead of falling back.
+package relay
 
 import (
 	"bufio"
@@ -19,28 +30,25 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
 )
 
-// Chat and models (spec 4.15): the OpenAI-compatible relay POST /api/chat/completions, the agent proxy
-// POST /api/chat and the model catalogue GET /api/available-models.
-//
-// The relay is the hot path of the service and stays off the database: the caller is authenticated
-// from the identity cache, the call is counted with the batched RecordUsage, and chat costs no
-// credits. The request body was read whole before routing (the gateway must read it to route); it is
-// sent upstream from memory with the upstream's model substituted, and the answer is relayed with no
-// upstream header, every "model" field rewritten to service-auto so that no upstream model leaks. A
-// streamed answer is relayed event by event and flushed as it arrives; once its first byte is relayed
-// the call is committed (routing.Commit) and a later failure ends the stream instead of falling back.
+// Relay routes chat calls over the chat upstreams of a routing engine and counts them in the core's usage.
+type Relay struct {
+	app    *models.App
+	engine *routing.Engine
+}
+
+// New returns the relay of app over the routing engine's chat upstreams.
+func New(app *models.App, engine *routing.Engine) *Relay {
+	return &Relay{app: app, engine: engine}
+}
 
 // ChatModel is the only model the relay accepts: smart routing chooses the upstream model and provider.
 const ChatModel = upstream.DefaultChatModel
-
-// chatRoute routes chat calls: any chat upstream, no capability. Tenant bindings name image or video
-// families and do not apply to chat.
-var chatRoute = routing.Request{Media: upstream.MediaChat}
 
 // Limits of the relay.
 const (
@@ -49,9 +57,6 @@ const (
 	// relayChunk is the most the relay holds before writing when events arrive faster than it writes.
 	relayChunk = 32 << 10
 )
-
-// generating lists the identities that may generate (copy, chat, image reading).
-var generating = []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
 
 // checkChatBody validates a chat/completions body before routing, so that a client's mistake is a 400
 // and not an upstream failure: a JSON object with model service-auto, a non-empty messages array and
@@ -78,20 +83,20 @@ func checkChatBody(body []byte) (includeUsage bool, err error) {
 	return fields[3].Type == gjson.True, nil
 }
 
-// RelayChat relays an OpenAI chat/completions body (model service-auto) to a chat upstream chosen by
+// Completions relays an OpenAI chat/completions body (model service-auto) to a chat upstream chosen by
 // routing and writes the answer to w. It returns an error only when nothing was written: then the
 // caller answers with it. A failure after the answer started is logged and ends a stream with an
 // error event in place of data: [DONE].
-func (s *Service) RelayChat(ctx context.Context, id *models.Identity, body []byte, w http.ResponseWriter) error {
-	if !id.Is(generating...) {
+func (rl *Relay) Completions(ctx context.Context, id *models.Identity, body []byte, w http.ResponseWriter) error {
+	if !id.Is(calls.Generating...) {
 		return models.Forbidden("only tenant keys, member keys and personal logins can chat")
 	}
 	includeUsage, err := checkChatBody(body)
 	if err != nil {
 		return err
 	}
-	r := &chatRelay{w: w, request: body, includeUsage: includeUsage}
-	err = s.Engine.Run(ctx, chatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
+	r := &relayed{w: w, request: body, includeUsage: includeUsage}
+	err = rl.engine.Run(ctx, calls.ChatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
 		r.reset()
 		resp, err := u.Chat().Relay(ctx, body)
 		if err != nil {
@@ -104,9 +109,9 @@ func (s *Service) RelayChat(ctx context.Context, id *models.Identity, body []byt
 		return r.relayJSON(ctx, u, resp)
 	})
 	if r.started {
-		s.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
+		rl.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
 		if err != nil && !errors.Is(err, errClientGone) && ctx.Err() == nil {
-			slog.WarnContext(ctx, "chat relay: the answer broke off after it started", "detail", runDetail(err))
+			slog.WarnContext(ctx, "chat relay: the answer broke off after it started", "detail", calls.RunDetail(err))
 			if r.stream {
 				// An error event instead of data: [DONE], as OpenAI streams report a failure mid-way.
 				_ = r.write(brokenStreamEvent, true)
@@ -115,7 +120,7 @@ func (s *Service) RelayChat(ctx context.Context, id *models.Identity, body []byt
 		return nil
 	}
 	if err != nil {
-		return callError(ctx, err, "chat")
+		return calls.Error(ctx, err, "chat")
 	}
 	return nil
 }
@@ -126,8 +131,8 @@ var errClientGone = errors.New("chat relay: the client went away")
 // brokenStreamEvent ends a stream whose upstream failed after the answer started.
 var brokenStreamEvent = []byte(`data: {"error":{"message":"the answer broke off upstream; retry the request","type":"upstream_error"}}` + "\n\n")
 
-// chatRelay writes one relayed answer.
-type chatRelay struct {
+// relayed writes one relayed answer.
+type relayed struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool // the status line was written: no error answer, no fallback
@@ -145,7 +150,7 @@ type chatRelay struct {
 }
 
 // reset forgets what an attempt that did not start the answer saw.
-func (r *chatRelay) reset() {
+func (r *relayed) reset() {
 	r.sawUsage, r.chunkID, r.created = false, "", 0
 	r.completion.Reset()
 }
@@ -174,14 +179,14 @@ func promptText(request []byte) string {
 }
 
 // usageJSON returns an estimated OpenAI usage object for the request and a completion.
-func (r *chatRelay) usageJSON(completion string) []byte {
+func (r *relayed) usageJSON(completion string) []byte {
 	p, c := estimateTokens(promptText(r.request)), estimateTokens(completion)
 	return []byte(`{"prompt_tokens":` + strconv.Itoa(p) + `,"completion_tokens":` + strconv.Itoa(c) + `,"total_tokens":` + strconv.Itoa(p+c) + `}`)
 }
 
 // watchChunk notes what a relayed data payload says about usage: its usage object, if any, and its
 // content delta. It reads only when the request asked for a usage chunk.
-func (r *chatRelay) watchChunk(payload []byte) {
+func (r *relayed) watchChunk(payload []byte) {
 	if !r.includeUsage {
 		return
 	}
@@ -199,7 +204,7 @@ func (r *chatRelay) watchChunk(payload []byte) {
 
 // usageChunk returns the final usage chunk of a stream (empty choices, usage estimated), or nothing
 // when it was not asked for or the upstream sent its own.
-func (r *chatRelay) usageChunk() []byte {
+func (r *relayed) usageChunk() []byte {
 	if !r.includeUsage || r.sawUsage {
 		return nil
 	}
@@ -218,7 +223,7 @@ func (r *chatRelay) usageChunk() []byte {
 
 // start commits the attempt and writes the status line and the relay's own headers (never the
 // upstream's, which may name it).
-func (r *chatRelay) start(ctx context.Context, contentType string, length int) {
+func (r *relayed) start(ctx context.Context, contentType string, length int) {
 	routing.Commit(ctx)
 	h := r.w.Header()
 	h.Set("Content-Type", contentType)
@@ -235,7 +240,7 @@ func (r *chatRelay) start(ctx context.Context, contentType string, length int) {
 }
 
 // write sends p to the client, flushing when asked.
-func (r *chatRelay) write(p []byte, flush bool) error {
+func (r *relayed) write(p []byte, flush bool) error {
 	if _, err := r.w.Write(p); err != nil {
 		return routing.Abort(errClientGone)
 	}
@@ -249,7 +254,7 @@ func (r *chatRelay) write(p []byte, flush bool) error {
 
 // relayJSON relays a whole (non-streamed) answer, checking that it is JSON before anything is written,
 // so that a broken answer still falls back to the next upstream.
-func (r *chatRelay) relayJSON(ctx context.Context, u *upstream.Upstream, resp *http.Response) error {
+func (r *relayed) relayJSON(ctx context.Context, u *upstream.Upstream, resp *http.Response) error {
 	data, err := readAnswer(resp, maxRelayAnswer)
 	if err != nil {
 		return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "read", Message: "reading the answer failed", Err: err}
@@ -314,7 +319,7 @@ func putBuffer(b *[]byte) {
 // the output is written and flushed at the end of each event when no further upstream bytes are
 // already waiting (under load several events go out in one write). The stream ends with data: [DONE],
 // added when an upstream ends cleanly without it.
-func (r *chatRelay) relayStream(ctx context.Context, u *upstream.Upstream, body io.Reader) error {
+func (r *relayed) relayStream(ctx context.Context, u *upstream.Upstream, body io.Reader) error {
 	br := relayReaders.Get().(*bufio.Reader)
 	br.Reset(body)
 	out := getBuffer()
@@ -457,42 +462,8 @@ func stringEnd(b []byte, open int) int {
 	return -1
 }
 
-// runDetail returns the log text of a routing failure, with upstream names.
-func runDetail(err error) string {
-	var re *routing.RunError
-	if errors.As(err, &re) {
-		return re.Detail()
-	}
-	return err.Error()
-}
-
-// callError turns the failure of a synchronous call (chat, copy, image reading) into a core error that
-// names no upstream: no capable upstream is 400 当前无可用上游, and a call that failed on every upstream
-// of its chain is 503 (retry later).
-func callError(ctx context.Context, err error, what string) error {
-	var core *models.Error
-	switch {
-	case errors.As(err, &core):
-		return core
-	case errors.Is(err, routing.ErrNoUpstream), errors.Is(err, routing.ErrUnknownModel):
-		return routeError(err)
-	}
-	slog.WarnContext(ctx, what+" failed", "detail", runDetail(err))
-	msg := what + " failed on every upstream channel; retry later"
-	var re *routing.RunError
-	if errors.As(err, &re) {
-		switch {
-		case errors.Is(re.Cause, context.DeadlineExceeded):
-			msg = what + " timed out; retry later"
-		case re.Cause != nil:
-			msg = what + " was cancelled"
-		}
-	}
-	return &models.Error{Kind: models.KindUnavailable, Message: msg, Err: err}
-}
-
-// AgentChatRequest is the body of POST /api/chat (D8): a conversation in messages, or one message.
-type AgentChatRequest struct {
+// AgentRequest is the body of POST /api/chat (D8): a conversation in messages, or one message.
+type AgentRequest struct {
 	Messages []upstream.Message `json:"messages"`
 	// Message is one user message: a string, or an object with role and content.
 	Message json.RawMessage `json:"message"`
@@ -508,7 +479,7 @@ type AgentReply struct {
 var chatRoles = []string{"system", "developer", "user", "assistant"}
 
 // messages validates the request and returns the conversation to send.
-func (req AgentChatRequest) messages() ([]upstream.Message, error) {
+func (req AgentRequest) messages() ([]upstream.Message, error) {
 	hasOne := len(bytes.TrimSpace(req.Message)) > 0 && string(bytes.TrimSpace(req.Message)) != "null"
 	switch {
 	case req.Messages != nil && hasOne:
@@ -551,10 +522,10 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// AgentChat answers POST /api/chat: one completion routed like the relay, free of credits and counted
-// in usage with the caller's X-CS-Agent as the agent.
-func (s *Service) AgentChat(ctx context.Context, id *models.Identity, req AgentChatRequest) (*AgentReply, error) {
-	if !id.Is(generating...) {
+// Agent answers POST /api/chat: one completion routed like the relay, free of credits and counted in
+// usage with the caller's X-CS-Agent as the agent.
+func (rl *Relay) Agent(ctx context.Context, id *models.Identity, req AgentRequest) (*AgentReply, error) {
+	if !id.Is(calls.Generating...) {
 		return nil, models.Forbidden("only tenant keys, member keys and personal logins can chat")
 	}
 	msgs, err := req.messages()
@@ -562,7 +533,7 @@ func (s *Service) AgentChat(ctx context.Context, id *models.Identity, req AgentC
 		return nil, err
 	}
 	var answer string
-	err = s.Engine.Run(ctx, chatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
+	err = rl.engine.Run(ctx, calls.ChatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
 		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: msgs})
 		if err != nil {
 			return err
@@ -574,61 +545,23 @@ func (s *Service) AgentChat(ctx context.Context, id *models.Identity, req AgentC
 		return nil
 	})
 	if err != nil {
-		return nil, callError(ctx, err, "chat")
+		return nil, calls.Error(ctx, err, "chat")
 	}
-	s.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
+	rl.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
 	return &AgentReply{OK: true, Message: upstream.Message{Role: "assistant", Content: answer}}, nil
 }
 
-// ModelCatalogue returns the answer of GET /api/available-models for a media type (image, the default,
-// or video): channels and families with their capabilities, or tiers, each marked available when an
-// upstream in rotation serves it. Provider names are left out.
-func (s *Service) ModelCatalogue(mediaType string) (any, error) {
-	mt, err := models.CatalogueMedia(mediaType)
-	if err != nil {
-		return nil, err
-	}
+// Models returns what the OpenAI-style GET /api/models lists: service-auto, the only model the relay
+// accepts, then the families of the chat upstreams in rotation that it routes over (sorted). Upstream
+// channel, provider and model names are left out.
+func (rl *Relay) Models() []string {
 	active := map[string]bool{}
-	for _, st := range s.Engine.List() {
-		active[st.Name] = st.State == routing.StateActive
-	}
-	set := s.Engine.Registry().Current()
-	if mt == models.CatalogueVideo {
-		tiers := map[string]bool{}
-		for _, u := range set.All {
-			if u.Media == upstream.MediaVideo && active[u.Name] {
-				for _, t := range u.Tiers {
-					tiers[t] = true
-				}
-			}
-		}
-		return models.NewVideoModels(tiers), nil
-	}
-	var channels []models.ModelChannel
-	for _, u := range set.All {
-		if u.Media != upstream.MediaImage {
-			continue
-		}
-		caps := make([]string, len(u.Capabilities))
-		for i, c := range u.Capabilities {
-			caps[i] = string(c)
-		}
-		channels = append(channels, models.ModelChannel{Name: u.Name, Family: u.Family, Capabilities: caps, Available: active[u.Name]})
-	}
-	return models.NewImageModels(channels), nil
-}
-
-// ChatModels returns what the OpenAI-style GET /api/models lists: service-auto, the only model the
-// relay accepts, then the families of the chat upstreams in rotation that it routes over (sorted).
-// Upstream channel, provider and model names are left out.
-func (s *Service) ChatModels() []string {
-	active := map[string]bool{}
-	for _, st := range s.Engine.List() {
+	for _, st := range rl.engine.List() {
 		active[st.Name] = st.State == routing.StateActive
 	}
 	seen := map[string]bool{ChatModel: true}
 	var families []string
-	for _, u := range s.Engine.Registry().Current().All {
+	for _, u := range rl.engine.Registry().Current().All {
 		if u.Media == upstream.MediaChat && active[u.Name] && u.Family != "" && !seen[u.Family] {
 			seen[u.Family] = true
 			families = append(families, u.Family)

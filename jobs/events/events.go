@@ -1,4 +1,19 @@
-package jobs
+// Package events carries the changes of image jobs and video tasks to their subscribers (GraphQL
+// subscriptions, the console's live job list) on every replica: the Broker, and the followers that turn
+// changed rows into streams of public states.
+//
+// The core announces a change after its transaction commits through its models.Publisher (the Broker,
+// given to models.NewApp by jobs.New). The Broker publishes it to this process at once and, on
+// PostgreSQL, to the other replicas with pg_notify on the channel Channel (payload "topic:id"). An event
+// carries no state: the broker reloads the row from the database (once per event and process, however
+// many follow it, many rows per query) and hands it to each follower, which turns it into the public
+// view and queues it, in order, on a channel of its own. Follow* read the current state only after
+// subscribing, so nothing that happens in between is lost, and drop states they already sent. No
+// goroutine is kept per follower: the broker's delivery loop does the sending.
+//
+// The Broker needs the database alone, not the core (models.App): it is built before the App, which
+// takes it as its publisher.
+package events
 
 import (
 	"context"
@@ -16,27 +31,11 @@ import (
 	"studio/models"
 )
 
-// Events carry the changes of image jobs and video tasks to the subscribers of every replica.
-//
-// The core announces a change after its transaction commits with App.Notify(ctx, topic, id). The Broker
-// publishes it to this process at once and, on PostgreSQL, to the other replicas with pg_notify on the
-// channel EventChannel (payload "topic:id"). An event carries no state: the broker reloads the row (once
-// per event and process, however many follow it, many rows per query) and hands it to each follower,
-// which turns it into the public view and queues it, in order, on a channel of its own. Follow* read the
-// current state only after subscribing, so nothing that happens in between is lost, and drop states they
-// already sent. No goroutine is kept per follower: the broker's delivery loop does the sending.
+// Channel is the PostgreSQL notification channel of job and video events.
+const Channel = "studio_events"
 
-// EventChannel is the PostgreSQL notification channel of job and video events.
-const EventChannel = "studio_events"
-
-// Event topics: the kinds of rows whose changes are announced.
-const (
-	TopicJob   = "job"
-	TopicVideo = "video"
-)
-
-// BrokerOptions tunes a Broker; zero values take the defaults.
-type BrokerOptions struct {
+// Options tunes a Broker; zero values take the defaults.
+type Options struct {
 	// QueueLimit is how many unread states one stream keeps before it drops the oldest (default 16).
 	QueueLimit int
 	// RetryMax bounds the back-off between attempts to reconnect the PostgreSQL listener (default 5 s).
@@ -44,13 +43,16 @@ type BrokerOptions struct {
 }
 
 // eventKey names what a subscription follows: one row of a topic, or every row of it (ID "").
-type eventKey struct{ topic, id string }
+type eventKey struct {
+	topic models.Topic
+	id    string
+}
 
 // Broker delivers the changes of jobs and video tasks to subscriptions in this process, and on
 // PostgreSQL exchanges them with the other replicas through LISTEN/NOTIFY.
 type Broker struct {
-	app  *models.App
-	opts BrokerOptions
+	db   *models.DB
+	opts Options
 
 	mu      sync.Mutex
 	subs    map[eventKey]map[*subscription]struct{}
@@ -70,18 +72,18 @@ type Broker struct {
 	started bool
 }
 
-// NewBroker returns the broker of app and installs it as the core's Notify hook. Start runs it.
-func NewBroker(app *models.App, opts BrokerOptions) *Broker {
+// New returns the broker of the database db; Start runs it. It is the models.Publisher of the core:
+// give it to models.NewApp (jobs.New does).
+func New(db *models.DB, opts Options) *Broker {
 	if opts.QueueLimit <= 0 {
 		opts.QueueLimit = 16
 	}
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 5 * time.Second
 	}
-	b := &Broker{app: app, opts: opts,
+	b := &Broker{db: db, opts: opts,
 		subs: map[eventKey]map[*subscription]struct{}{}, pending: map[eventKey]struct{}{},
 		wake: make(chan struct{}, 1), notifyWake: make(chan struct{}, 1)}
-	app.Notify = b.Publish
 	return b
 }
 
@@ -95,7 +97,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.cancel, b.started = cancel, true
 	b.run(func() { b.dispatch(ctx) })
-	if b.app.DB.Dialect == models.Postgres {
+	if b.db.Dialect == models.Postgres {
 		b.run(func() { b.listen(ctx) })
 		b.run(func() { b.notify(ctx) })
 	}
@@ -126,13 +128,13 @@ func (b *Broker) Stop() {
 func (b *Broker) Listening() bool { return b.listening.Load() }
 
 // Publish announces that the row id of topic changed: to this process at once and, on PostgreSQL, to
-// every other replica. It never blocks on the database; it is the core's App.Notify.
-func (b *Broker) Publish(_ context.Context, topic, id string) {
+// every other replica. It never blocks on the database; it is the core's models.Publisher.
+func (b *Broker) Publish(_ context.Context, topic models.Topic, id string) {
 	b.enqueue(eventKey{topic, id})
-	if b.app.DB.Dialect == models.Postgres {
+	if b.db.Dialect == models.Postgres {
 		b.notifyMu.Lock()
 		if len(b.notifyQueue) < maxNotifyQueue {
-			b.notifyQueue = append(b.notifyQueue, topic+":"+id)
+			b.notifyQueue = append(b.notifyQueue, string(topic)+":"+id)
 		}
 		b.notifyMu.Unlock()
 		signal(b.notifyWake)
@@ -192,7 +194,7 @@ func (b *Broker) dispatch(ctx context.Context) {
 }
 
 // retryLater puts changes back into the pending set after a pause.
-func (b *Broker) retryLater(ctx context.Context, topic string, ids []string) {
+func (b *Broker) retryLater(ctx context.Context, topic models.Topic, ids []string) {
 	select {
 	case <-ctx.Done():
 		return
@@ -207,10 +209,10 @@ func (b *Broker) retryLater(ctx context.Context, topic string, ids []string) {
 
 // takePending removes up to loadBatch changed rows of one topic from the pending set, keeping only those
 // that a subscription follows (by id, or every row of the topic).
-func (b *Broker) takePending() (string, []string) {
+func (b *Broker) takePending() (models.Topic, []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var topic string
+	var topic models.Topic
 	var ids []string
 	for k := range b.pending {
 		if topic != "" && k.topic != topic {
@@ -230,10 +232,10 @@ func (b *Broker) takePending() (string, []string) {
 }
 
 // load reads the current rows of ids: *models.Job for jobs, *models.VideoTask for video tasks.
-func (b *Broker) load(ctx context.Context, topic string, ids []string) ([]row, error) {
-	db := b.app.DB.WithContext(ctx)
+func (b *Broker) load(ctx context.Context, topic models.Topic, ids []string) ([]row, error) {
+	db := b.db.WithContext(ctx)
 	switch topic {
-	case TopicJob:
+	case models.TopicJob:
 		var jobs []models.Job
 		if err := db.Where("id IN ?", ids).Find(&jobs).Error; err != nil {
 			return nil, err
@@ -243,7 +245,7 @@ func (b *Broker) load(ctx context.Context, topic string, ids []string) ([]row, e
 			out[i] = row{id: jobs[i].ID, value: &jobs[i]}
 		}
 		return out, nil
-	case TopicVideo:
+	case models.TopicVideo:
 		var tasks []models.VideoTask
 		if err := db.Where("id IN ?", ids).Find(&tasks).Error; err != nil {
 			return nil, err
@@ -300,7 +302,7 @@ func (b *Broker) forget(s *subscription) {
 }
 
 // deliver hands each row to the subscriptions that follow it and forgets those that finished.
-func (b *Broker) deliver(topic string, rows []row) {
+func (b *Broker) deliver(topic models.Topic, rows []row) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var finished []*subscription
@@ -407,9 +409,9 @@ func (f *jobFollower) offer(v models.JobView) bool {
 // is kept per stream: the delivery loop sends into the returned channel.
 func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
 	f := &jobFollower{stream: newStream[models.JobView](b.opts.QueueLimit)}
-	sub := &subscription{key: eventKey{TopicJob, jobID}, deliver: f.push}
+	sub := &subscription{key: eventKey{models.TopicJob, jobID}, deliver: f.push}
 	b.subscribe(sub) // subscribe before reading, so that no change in between is lost
-	j, err := b.app.JobFor(ctx, id, jobID)
+	j, err := models.ReadJobFor(ctx, b.db, id, jobID)
 	if err != nil {
 		b.unsubscribe(sub)
 		return nil, err
@@ -474,7 +476,7 @@ func (b *Broker) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *m
 		return nil, models.Forbidden("only tenant keys, member keys and personal logins have jobs to follow")
 	}
 	f := &jobsFollower{stream: newStream[models.JobView](b.opts.QueueLimit), sent: newLastSeen[models.JobView]()}
-	sub := &subscription{key: eventKey{TopicJob, ""}, deliver: f.push,
+	sub := &subscription{key: eventKey{models.TopicJob, ""}, deliver: f.push,
 		filter: func(v any) bool { return jobVisibleTo(v.(*models.Job), id) }}
 	b.subscribe(sub)
 	context.AfterFunc(ctx, func() {
@@ -532,9 +534,9 @@ func (f *videoFollower) offer(v models.VideoTaskView) bool {
 // failed or cancelled). A task the identity may not see is KindNotFound, as for GET /api/videos?id=.
 func (b *Broker) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
 	f := &videoFollower{stream: newStream[models.VideoTaskView](b.opts.QueueLimit)}
-	sub := &subscription{key: eventKey{TopicVideo, taskID}, deliver: f.push}
+	sub := &subscription{key: eventKey{models.TopicVideo, taskID}, deliver: f.push}
 	b.subscribe(sub)
-	t, err := b.app.VideoTaskFor(ctx, id, taskID)
+	t, err := models.ReadVideoTaskFor(ctx, b.db, id, taskID)
 	if err != nil {
 		b.unsubscribe(sub)
 		return nil, err
@@ -672,7 +674,7 @@ func (b *Broker) sendNotifications(ctx context.Context, conn *pgx.Conn, payloads
 			}
 			b.notifierPID.Store(conn.PgConn().PID())
 		}
-		_, err := conn.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", EventChannel, payloads)
+		_, err := conn.Exec(ctx, "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", Channel, payloads)
 		if err == nil {
 			return conn
 		}
@@ -687,7 +689,7 @@ func (b *Broker) sendNotifications(ctx context.Context, conn *pgx.Conn, payloads
 
 // connect opens a dedicated PostgreSQL connection (outside GORM's pool) named for pg_stat_activity.
 func (b *Broker) connect(ctx context.Context, name string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(b.app.DB.URL)
+	cfg, err := pgx.ParseConfig(b.db.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -698,7 +700,7 @@ func (b *Broker) connect(ctx context.Context, name string) (*pgx.Conn, error) {
 // ListenerName is the application_name of the listener connections in pg_stat_activity.
 const ListenerName = "studio-events-listen"
 
-// listen is the PostgreSQL listener: one dedicated connection LISTENing on EventChannel. When the
+// listen is the PostgreSQL listener: one dedicated connection LISTENing on Channel. When the
 // connection is lost it reconnects with back-off and then re-reads what is followed here, because events
 // sent while it was away were not received.
 func (b *Broker) listen(ctx context.Context) {
@@ -707,7 +709,7 @@ func (b *Broker) listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		conn, err := b.connect(ctx, ListenerName)
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+EventChannel)
+			_, err = conn.Exec(ctx, "LISTEN "+Channel)
 			if err != nil {
 				_ = conn.Close(context.Background())
 			}
@@ -752,7 +754,7 @@ func (b *Broker) receive(ctx context.Context, conn *pgx.Conn) error {
 		if !ok || id == "" {
 			continue
 		}
-		b.enqueue(eventKey{topic, id})
+		b.enqueue(eventKey{models.Topic(topic), id})
 	}
 }
 
@@ -761,7 +763,7 @@ func (b *Broker) receive(ctx context.Context, conn *pgx.Conn) error {
 func (b *Broker) resync(ctx context.Context, lostAt time.Time) {
 	b.mu.Lock()
 	var keys []eventKey
-	var topics []string
+	var topics []models.Topic
 	for k := range b.subs {
 		if k.id != "" {
 			keys = append(keys, k)
@@ -788,18 +790,18 @@ func (b *Broker) resync(ctx context.Context, lostAt time.Time) {
 }
 
 // changedSince lists the rows of a topic updated since a time (at most 5000, newest first).
-func (b *Broker) changedSince(ctx context.Context, topic string, since time.Time) ([]string, error) {
+func (b *Broker) changedSince(ctx context.Context, topic models.Topic, since time.Time) ([]string, error) {
 	var model any
 	switch topic {
-	case TopicJob:
+	case models.TopicJob:
 		model = &models.Job{}
-	case TopicVideo:
+	case models.TopicVideo:
 		model = &models.VideoTask{}
 	default:
 		return nil, errors.New("unknown topic")
 	}
 	var ids []string
-	err := b.app.DB.WithContext(ctx).Model(model).Where("updated_at >= ?", since).
+	err := b.db.WithContext(ctx).Model(model).Where("updated_at >= ?", since).
 		Order("updated_at DESC").Limit(5000).Pluck("id", &ids).Error
 	return ids, err
 }
