@@ -14,6 +14,13 @@ const (
 	// CapWriteTemplates: create and change templates (tenant key, personal login, administrator for
 	// platform templates); member account keys get 403.
 	CapWriteTemplates Capability = "write-templates"
+	// CapImageToTemplate: turn an image into a template (tenant key, personal login); member keys get 403
+	// and the administrator has no tenant to keep the template in.
+	CapImageToTemplate Capability = "image-to-template"
+	// CapListModels: list what `model` may name (every identity).
+	CapListModels Capability = "list-models"
+	// CapOwnAccount: one's own personal account: whoami, password change (personal login only).
+	CapOwnAccount Capability = "own-account"
 	// CapTenantReports: tenant pool, statistics and usage (tenant key only).
 	CapTenantReports Capability = "tenant-reports"
 	// CapManageMembers: create member accounts, set quotas, rekey, enable and disable (tenant key only).
@@ -32,16 +39,19 @@ const (
 
 // capabilityHolders lists, per capability, the identity kinds that hold it.
 var capabilityHolders = map[Capability][]IdentityKind{
-	CapGenerate:       {IdentityTenant, IdentityAccount, IdentityUser},
-	CapReadTemplates:  {IdentityTenant, IdentityAccount, IdentityUser, IdentityAdmin},
-	CapWriteTemplates: {IdentityTenant, IdentityUser, IdentityAdmin},
-	CapTenantReports:  {IdentityTenant},
-	CapManageMembers:  {IdentityTenant},
-	CapHooks:          {IdentityTenant},
-	CapClaimCodes:     {IdentityTenant},
-	CapTenantSettings: {IdentityTenant},
-	CapClaims:         {IdentityUser},
-	CapAdminister:     {IdentityAdmin},
+	CapGenerate:        {IdentityTenant, IdentityAccount, IdentityUser},
+	CapReadTemplates:   {IdentityTenant, IdentityAccount, IdentityUser, IdentityAdmin},
+	CapWriteTemplates:  {IdentityTenant, IdentityUser, IdentityAdmin},
+	CapImageToTemplate: {IdentityTenant, IdentityUser},
+	CapListModels:      {IdentityTenant, IdentityAccount, IdentityUser, IdentityAdmin},
+	CapOwnAccount:      {IdentityUser},
+	CapTenantReports:   {IdentityTenant},
+	CapManageMembers:   {IdentityTenant},
+	CapHooks:           {IdentityTenant},
+	CapClaimCodes:      {IdentityTenant},
+	CapTenantSettings:  {IdentityTenant},
+	CapClaims:          {IdentityUser},
+	CapAdminister:      {IdentityAdmin},
 }
 
 // May reports whether the identity holds the capability.
