@@ -278,6 +278,9 @@ func walkREST(t *testing.T, e *env, callers []caller) {
 				status, b := e.rawCall(c, who.credential)
 				checked++
 				switch {
+				case need == public && status == http.StatusForbidden:
+					t.Errorf("%s as %s: %d %.200s; a public operation refuses no identity", name, who.kind, status, b)
+				case need == public: // it reads no credential: sign-in answers 401 for a wrong password
 				case allowed(who.kind, need) && (status == http.StatusUnauthorized || status == http.StatusForbidden):
 					t.Errorf("%s as %s: %d %.200s; the table lets %s %s", name, who.kind, status, b, who.kind, need)
 				case !allowed(who.kind, need) && status != http.StatusForbidden:
@@ -417,7 +420,7 @@ func walkGraphQL(t *testing.T, e *env, callers []caller) {
 			if len(args) > 0 {
 				field += "(" + strings.Join(args, ", ") + ")"
 			}
-			if k := unwrap(f.Type); types[k.Name].Kind == "OBJECT" {
+			if k := unwrap(f.Type); k.Kind == "OBJECT" || k.Kind == "INTERFACE" || k.Kind == "UNION" {
 				field += " { __typename }"
 			}
 			query := root.op + " { " + field + " }"
@@ -493,7 +496,8 @@ func gqlValue(types map[string]gqlFullType, t gqlType) string {
 }
 
 // wsSubscribe starts one subscription over graphql-transport-ws and returns the codes of the errors that
-// refused it: a connection closed with 4401 is UNAUTHENTICATED, with 4403 FORBIDDEN.
+// refused it: a connection closed with 4401 is UNAUTHENTICATED, with 4403 FORBIDDEN; nothing within 1.5 s
+// means it runs.
 func wsSubscribe(t *testing.T, e *env, credential, query string) []string {
 	t.Helper()
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 5 * time.Second}
@@ -508,7 +512,7 @@ func wsSubscribe(t *testing.T, e *env, credential, query string) []string {
 	}
 	_ = conn.WriteJSON(map[string]any{"type": "connection_init", "payload": payload})
 	_ = conn.WriteJSON(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]any{"query": query}})
-	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
 	for {
 		var msg struct {
 			Type    string `json:"type"`
@@ -555,7 +559,7 @@ func asClose(err error, target **websocket.CloseError) bool {
 }
 
 func walkConsole(t *testing.T, e *env, callers []caller) {
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	names := make([]string, 0, len(consoleNeeds))
 	for name := range consoleNeeds {
 		names = append(names, name)
@@ -587,6 +591,9 @@ func walkConsole(t *testing.T, e *env, callers []caller) {
 				t.Fatal(err)
 			}
 			defer res.Body.Close()
+			if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+				return res.StatusCode, "(event stream)" // it runs until the client leaves
+			}
 			b, _ := io.ReadAll(io.LimitReader(res.Body, 2048))
 			return res.StatusCode, res.Header.Get("Location") + " " + string(b)
 		}
