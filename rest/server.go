@@ -3,14 +3,10 @@
 package rest
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -44,6 +40,10 @@ type Server struct {
 
 // maxJSONBody bounds every JSON request body.
 const maxJSONBody = 1 << 20
+
+// MaxTextBody is the longest request body a REST endpoint reads as text (a chat request): the text guard
+// in front of every surface (cmd/server/httpmw) checks bodies up to it.
+const MaxTextBody = maxChatBody
 
 // New returns the REST surface; Register adds its routes to a router shared with the other surfaces.
 func New(app *models.App, opts Options) *Server {
@@ -80,7 +80,6 @@ func (s *Server) Register(r *mux.Router) {
 	if s.opts.Metrics != nil {
 		r.Handle("/metrics", s.adminOnly(s.opts.Metrics)).Methods(http.MethodGet)
 	}
-	r.Use(Metrics)
 	if s.opts.MediaHandler != nil {
 		r.PathPrefix("/media/").Handler(http.StripPrefix("/media", s.opts.MediaHandler))
 	}
@@ -93,14 +92,14 @@ type handler func(w http.ResponseWriter, r *http.Request, id *models.Identity) e
 func (s *Server) public(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
-			writeError(w, r, err)
+			WriteError(w, r, err)
 		}
 	}
 }
 
 // authed wraps an endpoint open to the given identity kinds: 401 without a valid credential, 403 for another kind.
 func (s *Server) authed(h handler, kinds ...models.IdentityKind) http.HandlerFunc {
-	return s.guard(writeError, h, kinds...)
+	return s.guard(WriteError, h, kinds...)
 }
 
 // guard authenticates and authorises a request, then runs h; every error is answered by fail.
@@ -134,7 +133,7 @@ func (s *Server) identify(r *http.Request) (*models.Identity, error) {
 		return nil, err
 	}
 	id.Agent = r.Header.Get("X-CS-Agent")
-	setLogAttr(r, "identity", id.Owner())
+	models.SetLogAttr(r.Context(), "identity", id.Owner())
 	return id, nil
 }
 
@@ -194,9 +193,10 @@ func statusOf(k models.Kind) (status int, code string) {
 	return status, k.String()
 }
 
-// writeError writes {"error": ..., "code": ...} with the status of the error's kind; internal causes go
-// to the log only.
-func writeError(w http.ResponseWriter, r *http.Request, err error) {
+// WriteError writes {"error": ..., "code": ...} with the status of the error's kind; internal causes go
+// to the log only. It is the error form of every surface's shared middleware too (cmd/server/httpmw:
+// the text guard, the panic guard).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	e, status, code := answerOf(w, r, err)
 	writeJSON(w, status, errorBody{Error: e.Error(), Code: code})
 }
@@ -216,7 +216,7 @@ func answerOf(w http.ResponseWriter, r *http.Request, err error) (e *models.Erro
 		if e.Err != nil {
 			cause = e.Err
 		}
-		slog.ErrorContext(r.Context(), "request failed", "request_id", requestID(r), "path", r.URL.Path, "err", cause.Error())
+		slog.ErrorContext(r.Context(), "request failed", "request_id", models.RequestID(r.Context()), "path", r.URL.Path, "err", cause.Error())
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
@@ -248,107 +248,4 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	return body, nil
-}
-
-type ctxKey int
-
-// ctxRequest is the context key of the request's *requestInfo.
-const ctxRequest ctxKey = iota
-
-// requestInfo is what the middleware keeps about a request: its id and the attributes of its access log
-// line that handlers add (the identity).
-type requestInfo struct {
-	id    string
-	attrs []slog.Attr
-}
-
-func requestID(r *http.Request) string {
-	if ri, ok := r.Context().Value(ctxRequest).(*requestInfo); ok {
-		return ri.id
-	}
-	return ""
-}
-
-func setLogAttr(r *http.Request, k string, v string) {
-	if ri, ok := r.Context().Value(ctxRequest).(*requestInfo); ok {
-		ri.attrs = append(ri.attrs, slog.String(k, v))
-	}
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (w *statusRecorder) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer (flush, deadlines).
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Header values every answer carries: shared, never modified (net/http only reads them).
-var (
-	nosniff        = []string{"nosniff"}
-	referrerPolicy = []string{"strict-origin-when-cross-origin"}
-)
-
-// newRequestID returns 16 random hexadecimal digits.
-func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	var x [16]byte
-	hex.Encode(x[:], b[:])
-	return string(x[:])
-}
-
-// Middleware adds request ids, structured access logs, panic recovery and security headers to every request.
-func Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rid := r.Header.Get("X-Request-Id")
-		if rid == "" || len(rid) > 100 {
-			rid = newRequestID()
-		}
-		ri := &requestInfo{id: rid}
-		r = r.WithContext(context.WithValue(r.Context(), ctxRequest, ri))
-		h := w.Header()
-		h["X-Request-Id"] = []string{rid} // the canonical keys: Set would canonicalise them on every request
-		h["X-Content-Type-Options"] = nosniff
-		h["Referrer-Policy"] = referrerPolicy
-		rec := &statusRecorder{ResponseWriter: w}
-		defer func() {
-			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
-					panic(p)
-				}
-				slog.Error("panic in handler", "request_id", rid, "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
-				if rec.status == 0 {
-					writeJSON(rec, http.StatusInternalServerError, errorBody{Error: "internal error", Code: models.KindInternal.String()})
-				}
-			}
-			ctx := r.Context()
-			if !slog.Default().Enabled(ctx, slog.LevelInfo) {
-				return
-			}
-			attrs := append(make([]slog.Attr, 0, 8), slog.String("request_id", rid), slog.String("method", r.Method),
-				slog.String("path", r.URL.Path), slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes),
-				slog.Int64("duration_ms", time.Since(start).Milliseconds()))
-			slog.LogAttrs(ctx, slog.LevelInfo, "http", append(attrs, ri.attrs...)...)
-		}()
-		next.ServeHTTP(rec, r)
-	})
 }

@@ -177,7 +177,7 @@ func (c *Console) readPost(w http.ResponseWriter, r *http.Request, want string) 
 		err = r.ParseForm()
 	}
 	if err == nil {
-		err = models.CheckValues("form", r.Form) // multipart fields; url-encoded ones were checked by rest.TextGuard
+		err = models.CheckValues("form", r.Form) // multipart fields; url-encoded ones were checked by httpmw.TextGuard
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"studio/cmd/server/httpmw"
 	"studio/graph"
 	"studio/jobs"
 	"studio/jobs/events"
@@ -140,7 +141,7 @@ func (s *Service) Handler(opts Options) http.Handler {
 	r.Handle(graph.Path, graph.NewHandler(s.App, graph.Options{Jobs: s.Jobs, Events: s.Events}))
 	web.New(s.App).Register(r)
 	web.NewConsole(s.App, web.ConsoleOptions{Jobs: s.Jobs, Events: s.Events, Media: s.Media}).Register(r)
-	s.handler = rest.HSTS(s.App.Config.BaseURL, rest.Middleware(rest.TextGuard(r)))
+	s.handler = s.withMiddleware(r)
 	return s.handler
 }
 
@@ -157,7 +158,7 @@ func NewHTTPServer(handler http.Handler) *http.Server {
 
 // MetricsHandler serves the Prometheus metrics of this service (for SERVICE_METRICS_ADDR or /metrics).
 func (s *Service) MetricsHandler() http.Handler {
-	return rest.MetricsHandler(jobs.NewCollector(s.Jobs))
+	return httpmw.MetricsHandler(jobs.NewCollector(s.Jobs))
 }
 
 // Start starts the background workers and the delivery of job events.

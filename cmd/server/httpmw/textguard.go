@@ -1,4 +1,4 @@
-package rest
+package httpmw
 
 import (
 	"bytes"
@@ -11,28 +11,26 @@ import (
 	"studio/models"
 )
 
-// maxCheckedBody is the longest body TextGuard reads; a longer one passes to its endpoint, whose own bound
-// refuses it (the largest text body, a chat request, is allowed up to this).
-const maxCheckedBody = maxChatBody
-
 // checkedHeaders are the request headers whose values may be stored or looked up in the database.
 var checkedHeaders = []string{"Authorization", "X-API-Key", "Idempotency-Key", "X-CS-Agent"}
 
 // TextGuard refuses, before any surface decodes it, a request carrying text that PostgreSQL cannot store
 // (a NUL character, invalid UTF-8) in its path, query string, credentials, form fields or JSON body
-// (REST bodies, GraphQL variables, console forms): 400 {"error": ...} naming the field, and nothing
-// changes. Multipart fields are checked where they are decoded, with the same rule (models.CheckText).
-func TextGuard(next http.Handler) http.Handler {
+// (REST bodies, GraphQL variables, console forms): refuse answers 400 {"error": ...} naming the field,
+// and nothing changes. Bodies are read up to maxBody bytes (the largest text body a surface accepts); a
+// longer one passes to its endpoint, whose own bound refuses it. Multipart fields are checked where they
+// are decoded, with the same rule (models.CheckText).
+func TextGuard(next http.Handler, maxBody int64, refuse Refuse) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := checkRequestText(r); err != nil {
-			writeError(w, r, err)
+		if err := checkRequestText(r, maxBody); err != nil {
+			refuse(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func checkRequestText(r *http.Request) error {
+func checkRequestText(r *http.Request, maxBody int64) error {
 	if err := models.CheckText("URL path", r.URL.Path); err != nil {
 		return err
 	}
@@ -57,14 +55,14 @@ func checkRequestText(r *http.Request) error {
 		strings.HasPrefix(ct, "video/") || ct == "application/octet-stream") {
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxCheckedBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	orig := r.Body
 	rest := io.Reader(orig)
 	if err != nil {
 		rest = errReader{err}
 	}
 	r.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(body), rest), Closer: orig}
-	if err != nil || len(body) > maxCheckedBody {
+	if err != nil || int64(len(body)) > maxBody {
 		return nil // the endpoint meets the same error or bound when it reads
 	}
 	if form {
