@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -36,20 +35,9 @@ func withCredentials(ctx context.Context, c *credentials) context.Context {
 	return context.WithValue(ctx, credentialsKey{}, c)
 }
 
-// credentialsFromHeaders reads X-API-Key or Authorization: Bearer, as the REST surface does.
+// credentialsFromHeaders reads X-API-Key or Authorization: Bearer with the parser of every surface.
 func credentialsFromHeaders(h http.Header) *credentials {
-	return &credentials{key: keyOf(h.Get("X-API-Key"), h.Get("Authorization")), agent: h.Get("X-CS-Agent")}
-}
-
-// keyOf returns the API key of an X-API-Key value, or else of an "Authorization: Bearer" value.
-func keyOf(apiKey, authorization string) string {
-	if apiKey != "" {
-		return apiKey
-	}
-	if len(authorization) > 7 && strings.EqualFold(authorization[:7], "bearer ") {
-		return authorization[7:]
-	}
-	return ""
+	return &credentials{key: models.CredentialFromHeader(h), agent: h.Get("X-CS-Agent")}
 }
 
 // resolve turns the credentials into an identity (once, unless perOperation).
@@ -132,7 +120,8 @@ type connectionKey struct{}
 // (the administrator key) with 4403; the legacy graphql-ws protocol first gets a connection_error message.
 func (r *Resolver) initConnection(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
 	c, _ := ctx.Value(credentialsKey{}).(*credentials)
-	if key := keyOf(firstString(payload, "X-API-Key", "x-api-key", "apiKey", "api_key"), payload.Authorization()); key != "" {
+	sent := http.Header{"X-Api-Key": {firstString(payload, "X-API-Key", "x-api-key", "apiKey", "api_key")}, "Authorization": {payload.Authorization()}}
+	if key := models.CredentialFromHeader(sent); key != "" {
 		c = &credentials{key: key, agent: firstString(payload, "X-CS-Agent", "x-cs-agent")}
 	}
 	if c == nil {

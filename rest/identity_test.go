@@ -2,6 +2,8 @@ package rest_test
 
 import (
 	"testing"
+
+	"studio/models/modelstest"
 )
 
 // TestIdentityMatrix checks spec section 5: every identity against a tenant-only endpoint, an
@@ -58,5 +60,27 @@ func TestIdentityMatrix(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCredentialForms checks that REST reads a credential as every surface does (models.CredentialFromHeader,
+// the same forms as graph's TestCredentialForms): X-API-Key and "Authorization: Bearer" with the scheme in
+// any case are accepted; another scheme and an empty bearer token are 401.
+func TestCredentialForms(t *testing.T) {
+	e := newEnv(t)
+	tenantID, key := e.tenant("Acme", 5)
+	for _, f := range modelstest.CredentialForms(key) {
+		t.Run(f.Name, func(t *testing.T) {
+			r := e.callH("GET", "/api/tenant-pool", f.Headers, nil)
+			if !f.Accepted {
+				if r.expect(t, 401); r.str("code") != "unauthenticated" {
+					t.Fatalf("%v: %s, want code unauthenticated", f.Headers, r.Body)
+				}
+				return
+			}
+			if r.expect(t, 200); r.str("tenant_id") != tenantID {
+				t.Fatalf("%v: %s, want tenant %s", f.Headers, r.Body, tenantID)
+			}
+		})
 	}
 }

@@ -122,12 +122,7 @@ func (s *Server) guard(fail func(http.ResponseWriter, *http.Request, error), h h
 
 // identify resolves the credential of either header into an Identity.
 func (s *Server) identify(r *http.Request) (*models.Identity, error) {
-	cred := r.Header.Get("X-API-Key")
-	if cred == "" {
-		if auth := r.Header.Get("Authorization"); len(auth) > 7 && (auth[:7] == "Bearer " || auth[:7] == "bearer ") {
-			cred = auth[7:]
-		}
-	}
+	cred := models.CredentialFromHeader(r.Header)
 	id, err := s.app.ResolveIdentity(r.Context(), cred)
 	if err != nil {
 		return nil, err
