@@ -39,7 +39,6 @@ type ArticlePrompt struct {
 
 // Article is the answer of POST /api/article: hashtags only for the xiaohongshu format.
 type Article struct {
-	OK       bool      `json:"ok"`
 	Format   string    `json:"format"`
 	Title    string    `json:"title"`
 	Body     string    `json:"body"`
@@ -132,7 +131,7 @@ func ParseArticle(format, answer string) (*Article, error) {
 	if err != nil {
 		return nil, err
 	}
-	art := &Article{OK: true, Format: format, Title: textField(obj, "title", "headline"), Body: textField(obj, "body", "content", "text")}
+	art := &Article{Format: format, Title: textField(obj, "title", "headline"), Body: textField(obj, "body", "content", "text")}
 	if art.Title == "" || art.Body == "" {
 		return nil, errors.New("article: the answer has no title or no body")
 	}

@@ -28,7 +28,7 @@ func TestParseArticleIsLenient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !a.OK || a.Format != c.format || a.Title != c.title || a.Body != c.body {
+			if a.Format != c.format || a.Title != c.title || a.Body != c.body {
 				t.Fatalf("article = %+v", a)
 			}
 			switch {

@@ -39,7 +39,6 @@ type UserView struct {
 
 // LoginResult is the answer of a successful login or registration: a personal-login JWT and its user.
 type LoginResult struct {
-	OK        bool      `json:"ok"`
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
 	User      UserView  `json:"user"`
@@ -47,7 +46,6 @@ type LoginResult struct {
 
 // WhoamiView is the answer of GET /api/whoami.
 type WhoamiView struct {
-	OK       bool   `json:"ok"`
 	ID       string `json:"id"`
 	Email    string `json:"email"`
 	Nickname string `json:"nickname"`
@@ -133,7 +131,7 @@ func (a *App) loginResult(u *User) (*LoginResult, error) {
 	if err != nil {
 		return nil, Internal("login: issue token", err)
 	}
-	return &LoginResult{OK: true, Token: tok, ExpiresAt: exp.UTC(), User: UserView{ID: u.ID, Email: u.Email, Nickname: u.Nickname}}, nil
+	return &LoginResult{Token: tok, ExpiresAt: exp.UTC(), User: UserView{ID: u.ID, Email: u.Email, Nickname: u.Nickname}}, nil
 }
 
 // Whoami returns the personal account behind a login.
@@ -145,6 +143,6 @@ func (a *App) Whoami(ctx context.Context, id *Identity) (*WhoamiView, error) {
 	if err := a.DB.WithContext(ctx).First(&u, "id = ?", id.UserID).Error; err != nil {
 		return nil, Internal("whoami: look up user", err)
 	}
-	return &WhoamiView{OK: true, ID: u.ID, Email: u.Email, Nickname: u.Nickname, Credits: u.Credits,
+	return &WhoamiView{ID: u.ID, Email: u.Email, Nickname: u.Nickname, Credits: u.Credits,
 		CallbackSecret: a.UserCallbackSecret(u.ID)}, nil
 }

@@ -50,7 +50,6 @@ func (a *App) Balance(ctx context.Context, id *Identity) (*BalanceView, error) {
 
 // PoolView is the answer of GET /api/tenant-pool.
 type PoolView struct {
-	OK        bool   `json:"ok"`
 	TenantID  string `json:"tenant_id"`
 	Name      string `json:"name"`
 	Balance   int64  `json:"balance"`
@@ -65,5 +64,5 @@ func (a *App) Pool(ctx context.Context, tenantID string) (*PoolView, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PoolView{OK: true, TenantID: t.ID, Name: t.Name, Balance: t.Balance(), Spendable: t.Spendable, Reserved: t.Reserved, Unmetered: t.Unmetered}, nil
+	return &PoolView{TenantID: t.ID, Name: t.Name, Balance: t.Balance(), Spendable: t.Spendable, Reserved: t.Reserved, Unmetered: t.Unmetered}, nil
 }

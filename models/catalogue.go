@@ -49,7 +49,6 @@ type ModelFamily struct {
 
 // ImageModels is the answer of GET /api/available-models for images.
 type ImageModels struct {
-	OK        bool           `json:"ok"`
 	MediaType string         `json:"media_type"`
 	Default   string         `json:"default"`
 	Families  []ModelFamily  `json:"families"`
@@ -58,7 +57,7 @@ type ImageModels struct {
 
 // NewImageModels builds the image catalogue from the configured image channels, ordered by name.
 func NewImageModels(channels []ModelChannel) *ImageModels {
-	out := &ImageModels{OK: true, MediaType: CatalogueImage, Default: contract.ModelAuto,
+	out := &ImageModels{MediaType: CatalogueImage, Default: contract.ModelAuto,
 		Families: []ModelFamily{}, Channels: make([]ModelChannel, 0, len(channels))}
 	byFamily := map[string]*ModelFamily{}
 	for _, c := range channels {
@@ -99,7 +98,6 @@ type VideoTierView struct {
 
 // VideoModels is the answer of GET /api/available-models?media_type=video.
 type VideoModels struct {
-	OK        bool            `json:"ok"`
 	MediaType string          `json:"media_type"`
 	Default   string          `json:"default"`
 	Tiers     []VideoTierView `json:"tiers"`
@@ -108,7 +106,7 @@ type VideoModels struct {
 // NewVideoModels lists the tiers of spec 4.5 in their published order; available names the tier codes
 // some upstream in rotation serves.
 func NewVideoModels(available map[string]bool) *VideoModels {
-	out := &VideoModels{OK: true, MediaType: CatalogueVideo, Default: contract.ModelAuto}
+	out := &VideoModels{MediaType: CatalogueVideo, Default: contract.ModelAuto}
 	for _, t := range contract.Tiers() {
 		v := VideoTierView{Code: t.Code, Name: t.Name, MinDuration: t.MinDuration, MaxDuration: t.MaxDuration,
 			DefaultResolution: t.DefaultResolution(), Available: available[t.Code]}

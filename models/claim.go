@@ -87,7 +87,6 @@ type TutorialPDF struct {
 
 // ClaimCreated is the answer of POST /api/tenant-claims (spec 2.7).
 type ClaimCreated struct {
-	OK                  bool               `json:"ok"`
 	Code                string             `json:"code"`
 	ClaimURL            string             `json:"claim_url"`
 	ReplyText           string             `json:"reply_text"`
@@ -111,7 +110,6 @@ type ClaimTemplateInfo struct {
 // ClaimPreview is the answer of GET /api/promo-claims?code=: the benefit list of a code. A used or
 // disabled code is still previewed, with Claimable false and its Status.
 type ClaimPreview struct {
-	OK          bool                `json:"ok"`
 	Code        string              `json:"code"`
 	Credits     int64               `json:"credits"`
 	Templates   []ClaimTemplateInfo `json:"templates"`
@@ -131,7 +129,6 @@ type RedeemInput struct {
 // ClaimRedeemed is the answer of POST /api/promo-claims: what the buyer got and a login token for the
 // personal account of the e-mail, valid ClaimLoginTTL.
 type ClaimRedeemed struct {
-	OK             bool               `json:"ok"`
 	Credits        int64              `json:"credits"`
 	Templates      []ClaimTemplateRef `json:"templates"`
 	TutorialPDF    *TutorialPDF       `json:"tutorial_pdf"`
@@ -155,7 +152,6 @@ type RedeemedCode struct {
 // UserClaims is the answer of GET /api/claims: the templates a personal login holds through claims, as
 // it sees them (full prompts), and the codes it redeemed, newest first.
 type UserClaims struct {
-	OK             bool                `json:"ok"`
 	Templates      []TemplateView      `json:"templates"`
 	VideoTemplates []VideoTemplateView `json:"video_templates"`
 	Codes          []RedeemedCode      `json:"codes"`
@@ -281,7 +277,7 @@ func (a *App) CreateClaimCode(ctx context.Context, tenantID string, in ClaimInpu
 		if err := tx.Create(row).Error; err != nil {
 			return Internal("claim: store code", err)
 		}
-		out = &ClaimCreated{OK: true, Code: code, ClaimURL: a.ClaimURL(code), ProductCopy: copyText,
+		out = &ClaimCreated{Code: code, ClaimURL: a.ClaimURL(code), ProductCopy: copyText,
 			ProductImages: images, Credits: credits, Templates: claimRefs(tpls), TutorialPDF: row.tutorial(),
 			CreditsBalanceAfter: t.Balance()}
 		out.ReplyText = claimReplyText(out)
@@ -481,7 +477,7 @@ func (a *App) PreviewClaim(ctx context.Context, code string) (*ClaimPreview, err
 	if err != nil {
 		return nil, err
 	}
-	p := &ClaimPreview{OK: true, Code: c.Code, Credits: c.Credits, Templates: []ClaimTemplateInfo{}, TutorialPDF: c.tutorial(),
+	p := &ClaimPreview{Code: c.Code, Credits: c.Credits, Templates: []ClaimTemplateInfo{}, TutorialPDF: c.tutorial(),
 		Status: c.status(), ProvidedBy: providedBy}
 	p.Claimable = p.Status == ClaimActive
 	for _, t := range presentTemplates(tpls) {
@@ -596,7 +592,7 @@ func (a *App) RedeemClaim(ctx context.Context, in RedeemInput) (*ClaimRedeemed, 
 	if err != nil {
 		return nil, err
 	}
-	return &ClaimRedeemed{OK: true, Credits: c.Credits, Templates: claimRefs(presentTemplates(tpls)), TutorialPDF: c.tutorial(),
+	return &ClaimRedeemed{Credits: c.Credits, Templates: claimRefs(presentTemplates(tpls)), TutorialPDF: c.tutorial(),
 		Token: tok, TokenExpiresAt: exp, LoginHint: claimLoginHint(in.Email), PasswordSet: hasPassword}, nil
 }
 
@@ -699,7 +695,7 @@ func (a *App) UserClaims(ctx context.Context, id *Identity) (*UserClaims, error)
 	for i, g := range grants {
 		ids[i] = g.TemplateID
 	}
-	out := &UserClaims{OK: true, Templates: []TemplateView{}, VideoTemplates: []VideoTemplateView{}, Codes: []RedeemedCode{}}
+	out := &UserClaims{Templates: []TemplateView{}, VideoTemplates: []VideoTemplateView{}, Codes: []RedeemedCode{}}
 	v := newViewer(db, id)
 	if len(ids) > 0 {
 		var rows []Template

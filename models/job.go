@@ -745,7 +745,6 @@ func ReadJobFor(ctx context.Context, db *DB, id *Identity, jobID string) (*Job, 
 
 // JobView is the public shape of a job (D6); it never carries the prompt or an upstream name.
 type JobView struct {
-	OK         bool      `json:"ok,omitempty"`
 	JobID      string    `json:"jobId"`
 	Status     string    `json:"status"`
 	Progress   string    `json:"progress"`

@@ -40,7 +40,6 @@ func CheckReverseParam(name, input string) error {
 // Reading is the answer of POST /api/reverse. Its fields are fixed by spec 4.7: adding or removing
 // one is an interface change.
 type Reading struct {
-	OK          bool          `json:"ok"`
 	Sculpt      ReadingSculpt `json:"sculpt"`
 	Prompt      string        `json:"prompt"`
 	PromptCN    string        `json:"prompt_cn"`
@@ -84,7 +83,7 @@ func ParseReading(answer string) (*Reading, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reading{OK: true}
+	r := &Reading{}
 	raw, ok := obj["sculpt"]
 	var sculpt map[string]json.RawMessage
 	if !ok || json.Unmarshal(raw, &sculpt) != nil || sculpt == nil {

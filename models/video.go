@@ -352,7 +352,6 @@ func (a *App) VideoDeadline(t *VideoTask) time.Time {
 // VideoTaskView is the public shape of a video task (D7); it never carries the prompt, the upstream or
 // its task id.
 type VideoTaskView struct {
-	OK         bool      `json:"ok,omitempty"`
 	ID         string    `json:"id"`
 	Status     string    `json:"status"`
 	Model      string    `json:"model"`

@@ -23,6 +23,6 @@ func (s *Server) article(w http.ResponseWriter, r *http.Request, id *models.Iden
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, art)
+	writeOK(w, art)
 	return nil
 }

@@ -66,7 +66,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeNoStore(w, http.StatusOK, res)
+	writeNoStore(w, http.StatusOK, withOK{res})
 	return nil
 }
 
@@ -82,7 +82,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeNoStore(w, http.StatusOK, res)
+	writeNoStore(w, http.StatusOK, withOK{res})
 	return nil
 }
 
@@ -106,7 +106,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request, id *models.Ident
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeOK(w, v)
 	return nil
 }
 
@@ -144,7 +144,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if res.Return == "" {
-		writeNoStore(w, http.StatusOK, res.Login)
+		writeNoStore(w, http.StatusOK, withOK{res.Login})
 		return nil
 	}
 	session, err := s.app.StartUserSession(r.Context(), res.User.ID)

@@ -43,7 +43,7 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, id *models.
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeOK(w, out)
 	return nil
 }
 
@@ -52,7 +52,7 @@ func (s *Server) previewClaim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeOK(w, out)
 	return nil
 }
 
@@ -65,7 +65,7 @@ func (s *Server) redeemClaim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeOK(w, out)
 	return nil
 }
 
@@ -74,7 +74,7 @@ func (s *Server) userClaims(w http.ResponseWriter, r *http.Request, id *models.I
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeOK(w, out)
 	return nil
 }
 

@@ -33,7 +33,7 @@ func (s *Server) tenantPool(w http.ResponseWriter, r *http.Request, id *models.I
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeOK(w, v)
 	return nil
 }
 

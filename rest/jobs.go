@@ -70,9 +70,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, id *models.Identit
 		if err != nil {
 			return err
 		}
-		v := j.View()
-		v.OK = true
-		writeJSON(w, http.StatusOK, v)
+		writeOK(w, j.View())
 		return nil
 	}
 	limit := 20

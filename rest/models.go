@@ -19,6 +19,6 @@ func (s *Server) availableModels(w http.ResponseWriter, r *http.Request, id *mod
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, catalogue)
+	writeOK(w, catalogue)
 	return nil
 }

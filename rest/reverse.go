@@ -39,7 +39,7 @@ func (s *Server) reverse(w http.ResponseWriter, r *http.Request, id *models.Iden
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, reading)
+	writeOK(w, reading)
 	return nil
 }
 

@@ -38,9 +38,7 @@ func (s *Server) videos(w http.ResponseWriter, r *http.Request, id *models.Ident
 		if err != nil {
 			return err
 		}
-		v := t.View()
-		v.OK = true
-		writeJSON(w, http.StatusOK, v)
+		writeOK(w, t.View())
 		return nil
 	}
 	pageNum, err := videoQueryInt(q.Get("page_num"), "page_num", 1)
@@ -69,9 +67,7 @@ func (s *Server) cancelVideo(w http.ResponseWriter, r *http.Request, id *models.
 	if err != nil {
 		return err
 	}
-	v := t.View()
-	v.OK = true
-	writeJSON(w, http.StatusOK, v)
+	writeOK(w, t.View())
 	return nil
 }
 
