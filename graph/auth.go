@@ -56,48 +56,16 @@ func (c *credentials) resolve(ctx context.Context, app *models.App) (*models.Ide
 	return c.id, c.err
 }
 
-// caller authenticates the operation and checks that the identity is of one of kinds (any kind when none
-// is given): a missing or invalid credential is UNAUTHENTICATED, a valid key of another kind FORBIDDEN,
-// exactly as the REST endpoint of the same operation answers 401 and 403.
-func (r *Resolver) caller(ctx context.Context, field string, kinds ...models.IdentityKind) (*models.Identity, error) {
+// caller authenticates the operation: a missing or invalid credential is UNAUTHENTICATED, as REST answers
+// 401. Whether the identity may use the field is the core's answer (FORBIDDEN, from the permission table
+// in models/capability.go).
+func (r *Resolver) caller(ctx context.Context) (*models.Identity, error) {
 	c, _ := ctx.Value(credentialsKey{}).(*credentials)
 	if c == nil {
 		c = &credentials{}
 	}
-	id, err := c.resolve(ctx, r.app)
-	if err != nil {
-		return nil, err
-	}
-	if len(kinds) > 0 && !id.Is(kinds...) {
-		return nil, forbiddenFor(id, field)
-	}
-	return id, nil
+	return c.resolve(ctx, r.svc.App)
 }
-
-// forbiddenFor says why an identity of the wrong kind cannot use a field (the REST wording, naming the field).
-func forbiddenFor(id *models.Identity, field string) error {
-	switch id.Kind {
-	case models.IdentityAccount:
-		return models.Forbidden("a member account key cannot use " + field + "; use the tenant key")
-	case models.IdentityAdmin:
-		return models.Forbidden("the administrator key cannot use " + field + "; use a tenant key or a personal login")
-	case models.IdentityUser:
-		return models.Forbidden("a personal login cannot use " + field)
-	}
-	return models.Forbidden("this key cannot use " + field)
-}
-
-// The identities of the permission matrix (spec section 5), as the REST routes use them.
-var (
-	// generators may generate and read their jobs and video tasks.
-	generators = []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	// everyone may list templates and skills.
-	everyone = []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser, models.IdentityAdmin}
-	// authors may create and change templates.
-	authors = []models.IdentityKind{models.IdentityTenant, models.IdentityUser, models.IdentityAdmin}
-	// tenantOnly is organisation management, stats and hooks.
-	tenantOnly = []models.IdentityKind{models.IdentityTenant}
-)
 
 // WebSocket close codes of graphql-transport-ws for a refused connection_init.
 const (
@@ -127,7 +95,7 @@ func (r *Resolver) initConnection(ctx context.Context, payload transport.InitPay
 	if c == nil {
 		c = &credentials{}
 	}
-	id, err := c.resolve(ctx, r.app)
+	id, err := c.resolve(ctx, r.svc.App)
 	if err != nil {
 		var e *models.Error
 		if errors.As(err, &e) && e.Kind == models.KindUnauthenticated {
@@ -136,8 +104,10 @@ func (r *Resolver) initConnection(ctx context.Context, payload transport.InitPay
 		slog.ErrorContext(ctx, "graphql: authenticate WebSocket connection", "err", err)
 		return refuse(ctx, closeInternalError, "internal error"), nil, errors.New("internal error")
 	}
-	if !id.Is(generators...) {
-		return refuse(ctx, closeForbidden, "Forbidden"), nil, models.Forbidden("the administrator key has no jobs or video tasks to follow; use a tenant key, a member key or a personal login")
+	// Subscriptions follow jobs and video tasks: an identity that may not generate has nothing to follow,
+	// and its connection is refused at once (graphql-transport-ws close code 4403).
+	if err := id.Require(models.CapGenerate); err != nil {
+		return refuse(ctx, closeForbidden, "Forbidden"), nil, err
 	}
 	ctx = withCredentials(ctx, &credentials{key: c.key, agent: c.agent, perOperation: true})
 	return context.WithValue(ctx, connectionKey{}, &connection{}), nil, nil

@@ -8,9 +8,9 @@ import (
 
 // CreateClaim creates a claim code (POST /api/tenant-claims).
 func (r *mutationResolver) CreateClaim(ctx context.Context, input models.ClaimInput) (*models.ClaimCreated, error) {
-	id, err := r.caller(ctx, "createClaim", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.CreateClaimCode(ctx, id.TenantID, input)
+	return r.svc.CreateClaimCode(ctx, id, input)
 }

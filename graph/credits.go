@@ -8,61 +8,61 @@ import (
 
 // Balance answers what the caller can spend (GET /api/balance).
 func (r *queryResolver) Balance(ctx context.Context) (*models.BalanceView, error) {
-	id, err := r.caller(ctx, "balance", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.Balance(ctx, id)
+	return r.svc.Balance(ctx, id)
 }
 
 // TenantPool answers the tenant's pool (GET /api/tenant-pool).
 func (r *queryResolver) TenantPool(ctx context.Context) (*models.PoolView, error) {
-	id, err := r.caller(ctx, "tenantPool", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.Pool(ctx, id.TenantID)
+	return r.svc.Pool(ctx, id)
 }
 
 // TenantStats answers the tenant's statistics (GET /api/tenant-stats); the core normalises hours.
 func (r *queryResolver) TenantStats(ctx context.Context, hours *int) (*models.StatsView, error) {
-	id, err := r.caller(ctx, "tenantStats", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.TenantStats(ctx, id.TenantID, derefInt(hours))
+	return r.svc.TenantStats(ctx, id, derefInt(hours))
 }
 
 // TenantUsage answers the tenant's usage per day (GET /api/tenant-usage); the core normalises days.
 func (r *queryResolver) TenantUsage(ctx context.Context, days *int) (*models.UsageView, error) {
-	id, err := r.caller(ctx, "tenantUsage", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.TenantUsage(ctx, id.TenantID, derefInt(days))
+	return r.svc.TenantUsage(ctx, id, derefInt(days))
 }
 
 // Accounts lists the tenant's member accounts (GET /api/tenant-accounts).
 func (r *queryResolver) Accounts(ctx context.Context) ([]models.AccountView, error) {
-	id, err := r.caller(ctx, "accounts", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.Accounts(ctx, id.TenantID)
+	return r.svc.Accounts(ctx, id)
 }
 
 // CreateAccount creates a member account (POST /api/tenant-accounts create).
 func (r *mutationResolver) CreateAccount(ctx context.Context, input models.AccountInput) (*models.AccountView, error) {
-	id, err := r.caller(ctx, "createAccount", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.CreateAccount(ctx, id.TenantID, input)
+	return r.svc.CreateAccount(ctx, id, input)
 }
 
 // SetAccountQuota sets a member's quota absolutely (set-quota).
 func (r *mutationResolver) SetAccountQuota(ctx context.Context, accountID string, shared *bool, credits *int) (*models.AccountView, error) {
-	id, err := r.caller(ctx, "setAccountQuota", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -71,16 +71,16 @@ func (r *mutationResolver) SetAccountQuota(ctx context.Context, accountID string
 		c := int64(*credits)
 		in.Credits = &c
 	}
-	return r.app.SetAccountQuota(ctx, id.TenantID, accountID, in)
+	return r.svc.SetAccountQuota(ctx, id, accountID, in)
 }
 
 // RekeyAccount replaces a member's key (rekey).
 func (r *mutationResolver) RekeyAccount(ctx context.Context, accountID string) (*AccountKey, error) {
-	id, err := r.caller(ctx, "rekeyAccount", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	key, err := r.app.RekeyAccount(ctx, id.TenantID, accountID)
+	key, err := r.svc.RekeyAccount(ctx, id, accountID)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +89,11 @@ func (r *mutationResolver) RekeyAccount(ctx context.Context, accountID string) (
 
 // ToggleAccount disables or enables a member account (toggle).
 func (r *mutationResolver) ToggleAccount(ctx context.Context, accountID string, disabled bool) (*AccountState, error) {
-	id, err := r.caller(ctx, "toggleAccount", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.app.ToggleAccount(ctx, id.TenantID, accountID, disabled); err != nil {
+	if err := r.svc.ToggleAccount(ctx, id, accountID, disabled); err != nil {
 		return nil, err
 	}
 	return &AccountState{AccountID: accountID, Disabled: disabled}, nil

@@ -24,7 +24,6 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"studio/jobs"
-	"studio/jobs/events"
 	"studio/models"
 )
 
@@ -33,10 +32,6 @@ const Path = "/graphql"
 
 // Options carries what cmd/ wires into the GraphQL surface; zero limits take the defaults.
 type Options struct {
-	// Jobs is the asynchronous core: generation submits go through it.
-	Jobs *jobs.Service
-	// Events delivers job and video changes to subscriptions.
-	Events *events.Broker
 	// MaxDepth bounds the nesting of a query (default 10; introspection fields are not counted).
 	MaxDepth int
 	// MaxComplexity bounds the complexity of an operation (default 3000; a page of jobs counts its size).
@@ -54,7 +49,7 @@ type Options struct {
 const maxBody = 1 << 20
 
 // NewHandler returns the HTTP handler of /graphql.
-func NewHandler(app *models.App, opts Options) http.Handler {
+func NewHandler(svc *jobs.Service, opts Options) http.Handler {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = 10
 	}
@@ -70,7 +65,7 @@ func NewHandler(app *models.App, opts Options) http.Handler {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 15 * time.Second
 	}
-	r := &Resolver{app: app, jobs: opts.Jobs, events: opts.Events, maxSubscriptions: opts.MaxSubscriptions,
+	r := &Resolver{svc: svc, maxSubscriptions: opts.MaxSubscriptions,
 		setups: make(chan struct{}, maxSetups)}
 	cfg := Config{Resolvers: r}
 	setComplexity(&cfg.Complexity)

@@ -8,11 +8,11 @@ import (
 
 // Job answers one job of the caller (GET /api/jobs?id=).
 func (r *queryResolver) Job(ctx context.Context, jobID string) (*models.JobView, error) {
-	id, err := r.caller(ctx, "job", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	j, err := r.app.JobFor(ctx, id, jobID)
+	j, err := r.svc.JobFor(ctx, id, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -22,7 +22,7 @@ func (r *queryResolver) Job(ctx context.Context, jobID string) (*models.JobView,
 
 // Jobs answers a page of the caller's jobs (GET /api/jobs) as a Relay connection over the core's cursor.
 func (r *queryResolver) Jobs(ctx context.Context, first *int, after *string, status *string) (*JobConnection, error) {
-	id, err := r.caller(ctx, "jobs", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (r *queryResolver) Jobs(ctx context.Context, first *int, after *string, sta
 		}
 		limit = *first
 	}
-	page, err := r.app.Jobs(ctx, id, deref(status), deref(after), limit)
+	page, err := r.svc.Jobs(ctx, id, deref(status), deref(after), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -51,11 +51,11 @@ func (r *queryResolver) Jobs(ctx context.Context, first *int, after *string, sta
 
 // Generate submits one image job (POST /api/generate).
 func (r *mutationResolver) Generate(ctx context.Context, input models.GenerateRequest) (*models.JobView, error) {
-	id, err := r.caller(ctx, "generate", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	created, err := r.jobs.SubmitImages(ctx, id, []models.GenerateRequest{input})
+	created, err := r.svc.SubmitImages(ctx, id, []models.GenerateRequest{input})
 	if err != nil {
 		return nil, err
 	}
@@ -65,11 +65,11 @@ func (r *mutationResolver) Generate(ctx context.Context, input models.GenerateRe
 
 // GenerateBatch submits up to 32 image jobs, all or nothing (POST /api/generate-batch).
 func (r *mutationResolver) GenerateBatch(ctx context.Context, items []models.GenerateRequest) ([]models.JobView, error) {
-	id, err := r.caller(ctx, "generateBatch", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	created, err := r.jobs.SubmitImages(ctx, id, items)
+	created, err := r.svc.SubmitImages(ctx, id, items)
 	if err != nil {
 		return nil, err
 	}
@@ -82,11 +82,11 @@ func (r *mutationResolver) GenerateBatch(ctx context.Context, items []models.Gen
 
 // ImageToTemplate submits an image-to-template job (POST /api/image-to-template).
 func (r *mutationResolver) ImageToTemplate(ctx context.Context, input models.ImageToTemplateRequest) (*models.JobView, error) {
-	id, err := r.caller(ctx, "imageToTemplate", models.IdentityTenant, models.IdentityUser)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	j, err := r.jobs.SubmitImageToTemplate(ctx, id, input)
+	j, err := r.svc.SubmitImageToTemplate(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -107,28 +107,28 @@ func (r *jobResolver) TemplateID(_ context.Context, v *models.JobView) (*string,
 // JobProgress streams one job: its current state first, then each change until it ends.
 func (r *subscriptionResolver) JobProgress(ctx context.Context, jobID string) (<-chan *models.JobView, error) {
 	return setup(ctx, r.Resolver, func() (<-chan *models.JobView, error) {
-		id, err := r.caller(ctx, "jobProgress", generators...)
+		id, err := r.caller(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if err := r.holdSubscription(ctx); err != nil {
 			return nil, err
 		}
-		return r.events.FollowJob(ctx, id, jobID)
+		return r.svc.FollowJob(ctx, id, jobID)
 	})
 }
 
 // Jobs streams every change of the jobs the caller may see.
 func (r *subscriptionResolver) Jobs(ctx context.Context) (<-chan *models.JobView, error) {
 	return setup(ctx, r.Resolver, func() (<-chan *models.JobView, error) {
-		id, err := r.caller(ctx, "jobs", generators...)
+		id, err := r.caller(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if err := r.holdSubscription(ctx); err != nil {
 			return nil, err
 		}
-		return r.events.FollowJobs(ctx, id)
+		return r.svc.FollowJobs(ctx, id)
 	})
 }
 

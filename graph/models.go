@@ -12,10 +12,11 @@ var errUnknownCatalogue = errors.New("unknown catalogue type")
 
 // AvailableModels answers the model catalogue (GET /api/available-models).
 func (r *queryResolver) AvailableModels(ctx context.Context, mediaType *string) (ModelCatalogue, error) {
-	if _, err := r.caller(ctx, "availableModels", everyone...); err != nil {
+	id, err := r.caller(ctx)
+	if err != nil {
 		return nil, err
 	}
-	catalogue, err := r.jobs.ModelCatalogue(deref(mediaType))
+	catalogue, err := r.svc.ModelCatalogue(id, deref(mediaType))
 	if err != nil {
 		return nil, err
 	}

@@ -4,15 +4,11 @@ import (
 	"context"
 
 	"studio/jobs"
-	"studio/jobs/events"
-	"studio/models"
 )
 
 // Resolver is the root of the resolvers: the core and the asynchronous side they call.
 type Resolver struct {
-	app              *models.App
-	jobs             *jobs.Service
-	events           *events.Broker
+	svc              *jobs.Service // the front door of the core: every operation goes through it
 	maxSubscriptions int
 	// setups bounds the subscriptions being set up at once (identity and current state read from the
 	// database), so that thousands of clients reconnecting together queue here instead of piling up on
@@ -67,7 +63,7 @@ func (r *Resolver) TemplatePatch() TemplatePatchResolver { return &templatePatch
 
 // Me answers who is calling.
 func (r *queryResolver) Me(ctx context.Context) (*Identity, error) {
-	id, err := r.caller(ctx, "me")
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}

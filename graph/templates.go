@@ -8,83 +8,83 @@ import (
 
 // Templates lists the image and copy templates the caller may see (GET /api/templates).
 func (r *queryResolver) Templates(ctx context.Context, typeArg *string, source *string) ([]models.TemplateView, error) {
-	id, err := r.caller(ctx, "templates", everyone...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.ListTemplates(ctx, id, models.TemplateFilter{Type: deref(typeArg), Source: deref(source)})
+	return r.svc.ListTemplates(ctx, id, models.TemplateFilter{Type: deref(typeArg), Source: deref(source)})
 }
 
 // VideoTemplates lists the video templates the caller may see (GET /api/video-templates).
 func (r *queryResolver) VideoTemplates(ctx context.Context, source *string) ([]models.VideoTemplateView, error) {
-	id, err := r.caller(ctx, "videoTemplates", everyone...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.ListVideoTemplates(ctx, id, deref(source))
+	return r.svc.ListVideoTemplates(ctx, id, deref(source))
 }
 
 // Skills lists the published skills (GET /api/skills).
 func (r *queryResolver) Skills(ctx context.Context) ([]models.Skill, error) {
-	id, err := r.caller(ctx, "skills", everyone...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.ListSkills(ctx, id)
+	return r.svc.ListSkills(ctx, id)
 }
 
 // TemplateHooks lists the tenant's pipeline hooks (GET /api/template-hooks).
 func (r *queryResolver) TemplateHooks(ctx context.Context, imageTemplateSlug *string) ([]models.HookView, error) {
-	id, err := r.caller(ctx, "templateHooks", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.ListHooks(ctx, id, deref(imageTemplateSlug))
+	return r.svc.ListHooks(ctx, id, deref(imageTemplateSlug))
 }
 
 // CreateTemplate creates an image or copy template (POST /api/templates).
 func (r *mutationResolver) CreateTemplate(ctx context.Context, input models.TemplateInput) (*models.TemplateView, error) {
-	id, err := r.caller(ctx, "createTemplate", authors...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.CreateTemplate(ctx, id, input)
+	return r.svc.CreateTemplate(ctx, id, input)
 }
 
 // UpdateTemplate changes a template (PATCH /api/templates).
 func (r *mutationResolver) UpdateTemplate(ctx context.Context, input models.TemplatePatch) (*models.TemplateView, error) {
-	id, err := r.caller(ctx, "updateTemplate", authors...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.UpdateTemplate(ctx, id, input)
+	return r.svc.UpdateTemplate(ctx, id, input)
 }
 
 // CreateVideoTemplate creates a video template (POST /api/video-templates).
 func (r *mutationResolver) CreateVideoTemplate(ctx context.Context, input models.VideoTemplateInput) (*models.VideoTemplateView, error) {
-	id, err := r.caller(ctx, "createVideoTemplate", authors...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.CreateVideoTemplate(ctx, id, input)
+	return r.svc.CreateVideoTemplate(ctx, id, input)
 }
 
 // UpdateVideoTemplate changes a video template (PATCH /api/video-templates).
 func (r *mutationResolver) UpdateVideoTemplate(ctx context.Context, input models.VideoTemplatePatch) (*models.VideoTemplateView, error) {
-	id, err := r.caller(ctx, "updateVideoTemplate", authors...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.UpdateVideoTemplate(ctx, id, input)
+	return r.svc.UpdateVideoTemplate(ctx, id, input)
 }
 
 // UpsertTemplateHook stores a hook (POST /api/template-hooks).
 func (r *mutationResolver) UpsertTemplateHook(ctx context.Context, input models.HookInput) (*TemplateHookUpsert, error) {
-	id, err := r.caller(ctx, "upsertTemplateHook", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	hook, created, err := r.app.UpsertHook(ctx, id, input)
+	hook, created, err := r.svc.UpsertHook(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -93,20 +93,20 @@ func (r *mutationResolver) UpsertTemplateHook(ctx context.Context, input models.
 
 // UpdateTemplateHook changes a hook (PATCH /api/template-hooks).
 func (r *mutationResolver) UpdateTemplateHook(ctx context.Context, input models.HookPatch) (*models.HookView, error) {
-	id, err := r.caller(ctx, "updateTemplateHook", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return r.app.UpdateHook(ctx, id, input)
+	return r.svc.UpdateHook(ctx, id, input)
 }
 
 // DeleteTemplateHook deletes a hook (DELETE /api/template-hooks).
 func (r *mutationResolver) DeleteTemplateHook(ctx context.Context, hookID string) (*DeletedTemplateHook, error) {
-	id, err := r.caller(ctx, "deleteTemplateHook", tenantOnly...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.app.DeleteHook(ctx, id, hookID); err != nil {
+	if err := r.svc.DeleteHook(ctx, id, hookID); err != nil {
 		return nil, err
 	}
 	return &DeletedTemplateHook{ID: hookID}, nil

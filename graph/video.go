@@ -8,11 +8,11 @@ import (
 
 // VideoTask answers one video task of the caller (GET /api/videos?id=).
 func (r *queryResolver) VideoTask(ctx context.Context, taskID string) (*models.VideoTaskView, error) {
-	id, err := r.caller(ctx, "videoTask", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.app.VideoTaskFor(ctx, id, taskID)
+	t, err := r.svc.VideoTaskFor(ctx, id, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -22,7 +22,7 @@ func (r *queryResolver) VideoTask(ctx context.Context, taskID string) (*models.V
 
 // VideoTasks answers a page of the caller's video tasks (GET /api/videos).
 func (r *queryResolver) VideoTasks(ctx context.Context, pageNum *int, pageSize *int, status *string) (*models.VideoTaskPage, error) {
-	id, err := r.caller(ctx, "videoTasks", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -33,16 +33,16 @@ func (r *queryResolver) VideoTasks(ctx context.Context, pageNum *int, pageSize *
 	if pageSize != nil {
 		size = *pageSize
 	}
-	return r.app.VideoTasks(ctx, id, deref(status), num, size)
+	return r.svc.VideoTasks(ctx, id, deref(status), num, size)
 }
 
 // SubmitVideo submits a video task (POST /api/videos).
 func (r *mutationResolver) SubmitVideo(ctx context.Context, input models.VideoRequest) (*models.VideoTaskView, error) {
-	id, err := r.caller(ctx, "submitVideo", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.jobs.SubmitVideo(ctx, id, input)
+	t, err := r.svc.SubmitVideo(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +52,11 @@ func (r *mutationResolver) SubmitVideo(ctx context.Context, input models.VideoRe
 
 // CancelVideo cancels a video task and refunds it (DELETE /api/videos).
 func (r *mutationResolver) CancelVideo(ctx context.Context, taskID string) (*models.VideoTaskView, error) {
-	id, err := r.caller(ctx, "cancelVideo", generators...)
+	id, err := r.caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.jobs.CancelVideo(ctx, id, taskID)
+	t, err := r.svc.CancelVideo(ctx, id, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -72,13 +72,13 @@ func (r *videoTaskResolver) VideoURL(_ context.Context, v *models.VideoTaskView)
 // VideoProgress streams one video task: its current state first, then each change until it ends.
 func (r *subscriptionResolver) VideoProgress(ctx context.Context, taskID string) (<-chan *models.VideoTaskView, error) {
 	return setup(ctx, r.Resolver, func() (<-chan *models.VideoTaskView, error) {
-		id, err := r.caller(ctx, "videoProgress", generators...)
+		id, err := r.caller(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if err := r.holdSubscription(ctx); err != nil {
 			return nil, err
 		}
-		return r.events.FollowVideo(ctx, id, taskID)
+		return r.svc.FollowVideo(ctx, id, taskID)
 	})
 }

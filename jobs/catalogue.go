@@ -9,7 +9,10 @@ import (
 // ModelCatalogue returns the answer of GET /api/available-models for a media type (image, the default,
 // or video): channels and families with their capabilities, or tiers, each marked available when an
 // upstream in rotation serves it. Provider names are left out.
-func (s *Service) ModelCatalogue(mediaType string) (any, error) {
+func (s *Service) ModelCatalogue(id *models.Identity, mediaType string) (any, error) {
+	if err := id.Require(models.CapListModels); err != nil {
+		return nil, err
+	}
 	mt, err := models.CatalogueMedia(mediaType)
 	if err != nil {
 		return nil, err

@@ -21,8 +21,8 @@ import (
 // SubmitImages validates, routes and charges image requests, then queues them: all accepted or none.
 // A request no upstream can serve is refused before anything is charged.
 func (s *Service) SubmitImages(ctx context.Context, id *models.Identity, reqs []models.GenerateRequest) ([]*models.Job, error) {
-	if !id.Is(models.IdentityTenant, models.IdentityAccount, models.IdentityUser) {
-		return nil, models.Forbidden("only tenant keys, member keys and personal logins can generate")
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
 	}
 	if len(reqs) == 0 {
 		return nil, models.Invalid("items must hold at least one request")

@@ -60,8 +60,8 @@ func readingImageError(field string, err error, uploaded bool) error {
 // and refunds the credit once when every upstream of the chain failed. An answer that
 // models.ParseReading cannot read counts as that upstream's failure.
 func (s *Service) ReadImage(ctx context.Context, id *models.Identity, in ReadingInput) (*models.Reading, error) {
-	if !id.Is(calls.Generating...) {
-		return nil, models.Forbidden("only tenant keys, member keys and personal logins can read images")
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
 	}
 	if (in.ImageURL == "") == (in.Image == nil) {
 		return nil, models.Invalid("send exactly one of image_url (JSON body) and file (multipart body)")

@@ -48,7 +48,7 @@ type Options struct {
 // relay, around the core (models.App) they are given to.
 type Service struct {
 	// App is the core, built by New with this service's queue, broker and binding check as its deps.
-	App    *models.App
+	*models.App
 	Engine *routing.Engine
 	// Events delivers the changes of jobs and video tasks; the caller starts and stops it (it runs
 	// without the workers too).
@@ -247,7 +247,27 @@ func (s *Service) AgentChat(ctx context.Context, id *models.Identity, req relay.
 }
 
 // ChatModels lists the models of GET /api/models (relay.Relay.Models).
-func (s *Service) ChatModels() []string { return s.relay.Models() }
+func (s *Service) ChatModels(id *models.Identity) ([]string, error) {
+	if err := id.Require(models.CapListModels); err != nil {
+		return nil, err
+	}
+	return s.relay.Models(), nil
+}
+
+// FollowJob streams one image job's changes (events.Broker.FollowJob).
+func (s *Service) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
+	return s.Events.FollowJob(ctx, id, jobID)
+}
+
+// FollowJobs streams the changes of every job the identity may see (events.Broker.FollowJobs).
+func (s *Service) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *models.JobView, error) {
+	return s.Events.FollowJobs(ctx, id)
+}
+
+// FollowVideo streams one video task's changes (events.Broker.FollowVideo).
+func (s *Service) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
+	return s.Events.FollowVideo(ctx, id, taskID)
+}
 
 // Start starts the workers of this process.
 func (s *Service) Start(ctx context.Context) error {

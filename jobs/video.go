@@ -41,8 +41,8 @@ func (VideoTaskArgs) Kind() string { return string(models.WorkVideoTask) }
 // serve is refused before anything is charged; with model auto the task may move to another tier of the
 // same resolution and cost when no upstream serves the cheapest one now.
 func (s *Service) SubmitVideo(ctx context.Context, id *models.Identity, req models.VideoRequest) (*models.VideoTask, error) {
-	if !id.Is(models.IdentityTenant, models.IdentityAccount, models.IdentityUser) {
-		return nil, models.Forbidden("only tenant keys, member keys and personal logins can generate")
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
 	}
 	p, err := s.App.PrepareVideo(ctx, id, req)
 	if err != nil {

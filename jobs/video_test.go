@@ -173,7 +173,7 @@ func (e *videoEnv) wait(id string, statuses ...string) *models.VideoTask {
 // spendable returns the tenant's spendable credits.
 func (e *videoEnv) spendable() int64 {
 	e.t.Helper()
-	tenant, err := e.app.Tenant(context.Background(), e.tenant.TenantID)
+	tenant, err := e.app.TenantSettings(context.Background(), e.tenant)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -45,7 +45,11 @@ type QuotaInput struct {
 }
 
 // Accounts lists the tenant's member accounts, oldest first, with their plaintext keys.
-func (a *App) Accounts(ctx context.Context, tenantID string) ([]AccountView, error) {
+func (a *App) Accounts(ctx context.Context, id *Identity) ([]AccountView, error) {
+	if err := id.Require(CapManageMembers); err != nil {
+		return nil, err
+	}
+	tenantID := id.TenantID
 	db := a.DB.WithContext(ctx)
 	var accs []Account
 	if err := db.Where("tenant_id = ?", tenantID).Order("created_at, id").Find(&accs).Error; err != nil {
@@ -70,7 +74,11 @@ func (a *App) Accounts(ctx context.Context, tenantID string) ([]AccountView, err
 
 // CreateAccount creates a member account of the tenant with its key: shared mode by default, dedicated
 // when credits are given (at most the tenant's spendable credits, else 可分配积分不足).
-func (a *App) CreateAccount(ctx context.Context, tenantID string, in AccountInput) (*AccountView, error) {
+func (a *App) CreateAccount(ctx context.Context, id *Identity, in AccountInput) (*AccountView, error) {
+	if err := id.Require(CapManageMembers); err != nil {
+		return nil, err
+	}
+	tenantID := id.TenantID
 	email := NormalizeEmail(in.Email)
 	if !validEmail(email) {
 		return nil, Invalid("email must be a valid e-mail address such as name@example.com")
@@ -131,7 +139,11 @@ func (a *App) CreateAccount(ctx context.Context, tenantID string, in AccountInpu
 // SetAccountQuota sets a member's quota mode absolutely. Shared true returns its unspent dedicated
 // credits to the tenant's spendable pool; Credits sets its dedicated credits, at most spendable plus
 // its current dedicated credits (else 可分配积分不足), and a lower value returns the remainder.
-func (a *App) SetAccountQuota(ctx context.Context, tenantID, accountID string, in QuotaInput) (*AccountView, error) {
+func (a *App) SetAccountQuota(ctx context.Context, id *Identity, accountID string, in QuotaInput) (*AccountView, error) {
+	if err := id.Require(CapManageMembers); err != nil {
+		return nil, err
+	}
+	tenantID := id.TenantID
 	switch {
 	case in.Shared != nil && *in.Shared && in.Credits != nil:
 		return nil, Invalid("send either shared: true or credits, not both")
@@ -173,7 +185,11 @@ func (a *App) SetAccountQuota(ctx context.Context, tenantID, accountID string, i
 }
 
 // RekeyAccount replaces a member's key and returns the new plaintext; the old key fails at once.
-func (a *App) RekeyAccount(ctx context.Context, tenantID, accountID string) (string, error) {
+func (a *App) RekeyAccount(ctx context.Context, id *Identity, accountID string) (string, error) {
+	if err := id.Require(CapManageMembers); err != nil {
+		return "", err
+	}
+	tenantID := id.TenantID
 	var key string
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		acc, err := lockAccount(tx, tenantID, accountID)
@@ -194,7 +210,11 @@ func (a *App) RekeyAccount(ctx context.Context, tenantID, accountID string) (str
 }
 
 // ToggleAccount disables or enables a member account; a disabled member's key gets 401 until enabled.
-func (a *App) ToggleAccount(ctx context.Context, tenantID, accountID string, disabled bool) error {
+func (a *App) ToggleAccount(ctx context.Context, id *Identity, accountID string, disabled bool) error {
+	if err := id.Require(CapManageMembers); err != nil {
+		return err
+	}
+	tenantID := id.TenantID
 	if accountID == "" {
 		return Invalid("account_id is required")
 	}

@@ -49,8 +49,12 @@ func (r *AdminActions) List() []AdminAction {
 	return out
 }
 
-// Run dispatches a body {action, ...} to its action.
-func (r *AdminActions) Run(ctx context.Context, body []byte) (any, error) {
+// Run dispatches a body {action, ...} to its action, for the platform administrator (the operator at the
+// machine runs it as Operator()).
+func (r *AdminActions) Run(ctx context.Context, id *Identity, body []byte) (any, error) {
+	if err := id.Require(CapAdminister); err != nil {
+		return nil, err
+	}
 	var head struct {
 		Action string `json:"action"`
 	}

@@ -136,8 +136,8 @@ func (a *App) loginResult(u *User) (*LoginResult, error) {
 
 // Whoami returns the personal account behind a login.
 func (a *App) Whoami(ctx context.Context, id *Identity) (*WhoamiView, error) {
-	if id.Kind != IdentityUser {
-		return nil, Forbidden("whoami needs a personal login")
+	if err := id.Require(CapOwnAccount); err != nil {
+		return nil, err
 	}
 	var u User
 	if err := a.DB.WithContext(ctx).First(&u, "id = ?", id.UserID).Error; err != nil {

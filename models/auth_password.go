@@ -58,7 +58,11 @@ func (a *App) Login(ctx context.Context, email, password, clientAddr string) (*L
 // ChangePassword replaces a personal account's password after checking the old one. An account made by
 // third-party sign-in or by a claim redemption has no password yet and sets its first one with an empty
 // old password.
-func (a *App) ChangePassword(ctx context.Context, userID, oldPassword, newPassword string) error {
+func (a *App) ChangePassword(ctx context.Context, id *Identity, oldPassword, newPassword string) error {
+	if err := id.Require(CapOwnAccount); err != nil {
+		return err
+	}
+	userID := id.UserID
 	if err := validPassword("new_password", newPassword); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 func TestNormalizeUserCode(t *testing.T) {
@@ -126,13 +127,13 @@ func TestPasswordOfAThirdPartyAccount(t *testing.T) {
 	if _, err := app.Authenticate(ctx, u.Email, "anything goes", "192.0.2.1"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("an account without a password signed in: %v", err)
 	}
-	if err := app.ChangePassword(ctx, u.ID, "guess", "first password"); models.KindOf(err) != models.KindForbidden {
+	if err := app.ChangePassword(ctx, modelstest.User(u.ID), "guess", "first password"); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("old password given for an account without one: %v", err)
 	}
-	if err := app.ChangePassword(ctx, u.ID, "", "first password"); err != nil {
+	if err := app.ChangePassword(ctx, modelstest.User(u.ID), "", "first password"); err != nil {
 		t.Fatalf("setting the first password: %v", err)
 	}
-	if err := app.ChangePassword(ctx, u.ID, "", "second password"); models.KindOf(err) != models.KindForbidden {
+	if err := app.ChangePassword(ctx, modelstest.User(u.ID), "", "second password"); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("replacing a password without the old one: %v", err)
 	}
 	if got, err := app.Authenticate(ctx, "OIDC@example.com", "first password", "192.0.2.1"); err != nil || got.ID != u.ID {

@@ -15,10 +15,13 @@ type BalanceView struct {
 // Balance returns what the identity can spend: the tenant's whole pool for a tenant key, the member's
 // dedicated credits or the shared pool's spendable part for a member, the person's credits for a login.
 func (a *App) Balance(ctx context.Context, id *Identity) (*BalanceView, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	v := &BalanceView{Identity: "account", CheckedAt: a.Now().Truncate(time.Second)}
 	switch id.Kind {
 	case IdentityTenant:
-		t, err := a.Tenant(ctx, id.TenantID)
+		t, err := a.tenantByID(ctx, id.TenantID)
 		if err != nil {
 			return nil, err
 		}
@@ -30,7 +33,7 @@ func (a *App) Balance(ctx context.Context, id *Identity) (*BalanceView, error) {
 		}
 		v.Credits = acc.Credits
 		if acc.Shared {
-			t, err := a.Tenant(ctx, acc.TenantID)
+			t, err := a.tenantByID(ctx, acc.TenantID)
 			if err != nil {
 				return nil, err
 			}
@@ -59,8 +62,12 @@ type PoolView struct {
 }
 
 // Pool returns the tenant's pool figures.
-func (a *App) Pool(ctx context.Context, tenantID string) (*PoolView, error) {
-	t, err := a.Tenant(ctx, tenantID)
+func (a *App) Pool(ctx context.Context, id *Identity) (*PoolView, error) {
+	if err := id.Require(CapTenantReports); err != nil {
+		return nil, err
+	}
+	tenantID := id.TenantID
+	t, err := a.tenantByID(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}

@@ -242,7 +242,11 @@ func (in *ClaimInput) validate() ([]string, error) {
 // the pool's spendable part (KindConflict with need and have when it is short), every bundled template
 // becomes gated, and the code is stored with the tenant recorded on it. A failure at any step, the
 // store included, leaves pool and templates exactly as they were.
-func (a *App) CreateClaimCode(ctx context.Context, tenantID string, in ClaimInput) (*ClaimCreated, error) {
+func (a *App) CreateClaimCode(ctx context.Context, id *Identity, in ClaimInput) (*ClaimCreated, error) {
+	if err := id.Require(CapClaimCodes); err != nil {
+		return nil, err
+	}
+	tenantID := id.TenantID
 	ids, err := in.validate()
 	if err != nil {
 		return nil, err
@@ -683,8 +687,8 @@ func claimLoginHint(email string) string {
 // templates as the login sees them (a grant unlocks a gated template's prompt and images) and the codes
 // it redeemed, newest first.
 func (a *App) UserClaims(ctx context.Context, id *Identity) (*UserClaims, error) {
-	if id.Kind != IdentityUser {
-		return nil, Forbidden("claims belong to personal logins")
+	if err := id.Require(CapClaims); err != nil {
+		return nil, err
 	}
 	db := a.DB.WithContext(ctx)
 	var grants []TemplateGrant

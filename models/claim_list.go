@@ -31,6 +31,9 @@ type ClaimCodeView struct {
 // codes, the administrator every code. Any other identity is KindForbidden (tenants see their codes only
 // through the console, spec 4.14).
 func (a *App) ClaimCodesFor(ctx context.Context, id *Identity) ([]ClaimCodeView, error) {
+	if err := id.Require(CapReadClaimCodes); err != nil {
+		return nil, err
+	}
 	db := a.DB.WithContext(ctx)
 	q := db.Model(&ClaimCode{})
 	switch id.Kind {

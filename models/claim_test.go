@@ -28,7 +28,7 @@ func platformTemplate(t *testing.T, app *models.App, slug string) string {
 // newClaim creates a claim code of credits over the templates.
 func newClaim(t *testing.T, app *models.App, tenant *models.Identity, credits int64, ids ...string) *models.ClaimCreated {
 	t.Helper()
-	c, err := app.CreateClaimCode(context.Background(), tenant.TenantID, models.ClaimInput{TemplateIDs: ids, Credits: ptr(credits)})
+	c, err := app.CreateClaimCode(context.Background(), tenant, models.ClaimInput{TemplateIDs: ids, Credits: ptr(credits)})
 	if err != nil {
 		t.Fatalf("create claim code: %v", err)
 	}
@@ -65,7 +65,7 @@ func TestClaimCreateDeductsGatesAndRecords(t *testing.T) {
 	if c.CreditsBalanceAfter != 70 || len(c.Templates) != 1 || !strings.HasPrefix(c.ProductCopy, "由「Acme」提供") {
 		t.Fatalf("created = %+v", c)
 	}
-	ten, _ := app.Tenant(context.Background(), tenant.TenantID)
+	ten, _ := app.TenantSettings(context.Background(), tenant)
 	if ten.Spendable != 70 {
 		t.Fatalf("spendable = %d, want 70", ten.Spendable)
 	}
@@ -98,13 +98,13 @@ func TestClaimCreateInsufficientChangesNothing(t *testing.T) {
 	app := newApp(t)
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](10)})
 	id := platformTemplate(t, app, "poster")
-	_, err := app.CreateClaimCode(context.Background(), tenant.TenantID, models.ClaimInput{TemplateIDs: []string{id}, Credits: ptr[int64](11)})
+	_, err := app.CreateClaimCode(context.Background(), tenant, models.ClaimInput{TemplateIDs: []string{id}, Credits: ptr[int64](11)})
 	if models.KindOf(err) != models.KindConflict || !strings.Contains(err.Error(), "need 11, have 10") {
 		t.Fatalf("err = %v, want conflict with need 11, have 10", err)
 	}
 	var tpl models.Template
 	app.DB.First(&tpl, "id = ?", id)
-	ten, _ := app.Tenant(context.Background(), tenant.TenantID)
+	ten, _ := app.TenantSettings(context.Background(), tenant)
 	if tpl.Gated || ten.Spendable != 10 {
 		t.Fatalf("after refusal: gated %v, spendable %d", tpl.Gated, ten.Spendable)
 	}

@@ -79,7 +79,7 @@ func TestNewAppCallsItsDeps(t *testing.T) {
 
 	run := func(model string) error {
 		body := `{"action":"tenant-bind","tenant_id":"` + id.TenantID + `","model":"` + model + `"}`
-		_, err := app.Admin.Run(ctx, []byte(body))
+		_, err := app.Admin.Run(ctx, models.Operator(), []byte(body))
 		return err
 	}
 	if err := run("gen2"); err != nil {

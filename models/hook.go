@@ -62,17 +62,9 @@ func (h *TemplateHook) view() HookView {
 		Enabled: h.Enabled, Note: h.Note, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
 }
 
-// requireHookOwner refuses every identity but a tenant key: hooks are organisation management.
-func requireHookOwner(id *Identity) error {
-	if id.Kind != IdentityTenant {
-		return Forbidden("pipeline hooks are organisation management: use the tenant key")
-	}
-	return nil
-}
-
 // ListHooks returns the caller's hooks, optionally only those of one image template slug.
 func (a *App) ListHooks(ctx context.Context, id *Identity, imageTemplateSlug string) ([]HookView, error) {
-	if err := requireHookOwner(id); err != nil {
+	if err := id.Require(CapHooks); err != nil {
 		return nil, err
 	}
 	q := a.DB.WithContext(ctx).Where("tenant_id = ?", id.TenantID)
@@ -94,7 +86,7 @@ func (a *App) ListHooks(ctx context.Context, id *Identity, imageTemplateSlug str
 // the same image template slug and hook type. created tells which. The templates must exist and be
 // visible to the tenant; only their slugs are stored.
 func (a *App) UpsertHook(ctx context.Context, id *Identity, in HookInput) (view *HookView, created bool, err error) {
-	if err := requireHookOwner(id); err != nil {
+	if err := id.Require(CapHooks); err != nil {
 		return nil, false, err
 	}
 	h := TemplateHook{ID: NewID(), TenantID: id.TenantID, ImageTemplateSlug: strings.TrimSpace(in.ImageTemplateSlug),
@@ -139,7 +131,7 @@ func (a *App) UpsertHook(ctx context.Context, id *Identity, in HookInput) (view 
 
 // UpdateHook changes the fields present in p of one of the caller's hooks; another tenant's hook is 404.
 func (a *App) UpdateHook(ctx context.Context, id *Identity, p HookPatch) (*HookView, error) {
-	if err := requireHookOwner(id); err != nil {
+	if err := id.Require(CapHooks); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(p.ID) == "" {
@@ -205,7 +197,7 @@ func (a *App) UpdateHook(ctx context.Context, id *Identity, p HookPatch) (*HookV
 
 // DeleteHook removes one of the caller's hooks; another tenant's hook is 404.
 func (a *App) DeleteHook(ctx context.Context, id *Identity, hookID string) error {
-	if err := requireHookOwner(id); err != nil {
+	if err := id.Require(CapHooks); err != nil {
 		return err
 	}
 	if strings.TrimSpace(hookID) == "" {

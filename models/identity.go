@@ -473,3 +473,7 @@ func databaseClosed(db *DB) bool {
 	err := db.SQL.PingContext(ctx)
 	return err != nil && strings.Contains(err.Error(), "database is closed")
 }
+
+// Operator is the identity of whoever runs `studio admin` on the service's machine (with the database's
+// address and the service secret): the platform administrator.
+func Operator() *Identity { return &Identity{Kind: IdentityAdmin} }

@@ -72,7 +72,7 @@ func TestIdentityCacheEvictsOnRekeyAndDisableAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acc, err := app.CreateAccount(ctx, ten.ID, models.AccountInput{Email: "ann@example.com"})
+	acc, err := app.CreateAccount(ctx, modelstest.Tenant(ten.ID), models.AccountInput{Email: "ann@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestIdentityCacheEvictsOnRekeyAndDisableAtOnce(t *testing.T) {
 		t.Fatalf("member identity = %+v", id)
 	}
 
-	newMemberKey, err := app.RekeyAccount(ctx, ten.ID, acc.ID)
+	newMemberKey, err := app.RekeyAccount(ctx, modelstest.Tenant(ten.ID), acc.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +90,13 @@ func TestIdentityCacheEvictsOnRekeyAndDisableAtOnce(t *testing.T) {
 		t.Fatal("the old member key still works right after its rekey")
 	}
 	resolve(t, app, newMemberKey)
-	if err := app.ToggleAccount(ctx, ten.ID, acc.ID, true); err != nil {
+	if err := app.ToggleAccount(ctx, modelstest.Tenant(ten.ID), acc.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	if !refused(app, newMemberKey) {
 		t.Fatal("a disabled member's key still works right after the disable")
 	}
-	if err := app.ToggleAccount(ctx, ten.ID, acc.ID, false); err != nil {
+	if err := app.ToggleAccount(ctx, modelstest.Tenant(ten.ID), acc.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	resolve(t, app, newMemberKey)

@@ -24,8 +24,8 @@ const ImageToTemplateCost = 1
 
 // PrepareImageToTemplate validates an image-to-template request; it is charged 1 credit like image reading.
 func (a *App) PrepareImageToTemplate(ctx context.Context, id *Identity, req ImageToTemplateRequest) (*PreparedImage, error) {
-	if !id.Is(IdentityTenant, IdentityUser) {
-		return nil, Forbidden("creating templates needs a tenant key or a personal login")
+	if err := id.Require(CapImageToTemplate); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(req.ImageURL) == "" {
 		return nil, Invalid("image_url is required: upload the picture first (POST /api/upload-ref)")

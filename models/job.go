@@ -129,6 +129,9 @@ func fromContract(err error) error {
 
 // PrepareImage validates a generate request for the identity and resolves its prompt; nothing is stored.
 func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateRequest) (*PreparedImage, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	if err := checkPromptSource(req); err != nil {
 		return nil, err
 	}
@@ -409,6 +412,9 @@ func (a *App) rateLimited(kind string, limit int, retry time.Duration) error {
 // (one transaction for all of them, each keeping its own outcome), so a busy tenant is not serialised
 // on its pool row one request at a time.
 func (a *App) CreateImageJobs(ctx context.Context, id *Identity, items []*PreparedImage) ([]*Job, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	if len(items) == 0 {
 		return nil, Invalid("no items")
 	}
@@ -727,6 +733,9 @@ func jobScope(tx *gorm.DB, id *Identity) *gorm.DB {
 
 // JobFor returns a job the identity may see; any other is not found.
 func (a *App) JobFor(ctx context.Context, id *Identity, jobID string) (*Job, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	return ReadJobFor(ctx, a.DB, id, jobID)
 }
 
@@ -777,6 +786,9 @@ type JobPage struct {
 
 // Jobs lists the identity's jobs, newest first, with an opaque cursor.
 func (a *App) Jobs(ctx context.Context, id *Identity, status, cursor string, limit int) (*JobPage, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	if limit <= 0 {
 		limit = 20
 	}

@@ -237,7 +237,7 @@ func (a *App) CallbackKey(ctx context.Context, j *Job) ([]byte, error) {
 	if j.TenantID == nil {
 		return CallbackSecretKey(a.UserCallbackSecret(derefString(j.UserID))), nil
 	}
-	t, err := a.Tenant(ctx, *j.TenantID)
+	t, err := a.tenantByID(ctx, *j.TenantID)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func newMember(t *testing.T, app *models.App, tenant *models.Identity, in models
 	if in.Email == "" {
 		in.Email = models.NewID()[:8] + "@example.com"
 	}
-	acc, err := app.CreateAccount(context.Background(), tenant.TenantID, in)
+	acc, err := app.CreateAccount(context.Background(), tenant, in)
 	if err != nil {
 		t.Fatalf("create account: %v", err)
 	}
@@ -84,7 +84,7 @@ func charge(app *models.App, id *models.Identity, amount int64) (models.Charge, 
 
 func pool(t *testing.T, app *models.App, tenant *models.Identity) *models.Tenant {
 	t.Helper()
-	ten, err := app.Tenant(context.Background(), tenant.TenantID)
+	ten, err := app.TenantSettings(context.Background(), tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestRefundReturnsToWhereItCameFrom(t *testing.T) {
 	}
 	// A member charged in dedicated mode and moved to shared since: the refund goes to the pool.
 	c, _ = charge(app, dedicated, 6)
-	if _, err := app.SetAccountQuota(ctx, tenant.TenantID, dedicated.AccountID, models.QuotaInput{Shared: ptr(true)}); err != nil {
+	if _, err := app.SetAccountQuota(ctx, tenant, dedicated.AccountID, models.QuotaInput{Shared: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
 	if p := pool(t, app, tenant); p.Spendable != 94 || p.Reserved != 0 {
@@ -375,7 +375,7 @@ func TestAllocationWritesOneLedgerTransaction(t *testing.T) {
 			t.Errorf("allocate row %s: delta %d after %d tx %s", r.Balance, r.Delta, r.After, r.TxID)
 		}
 	}
-	if _, err := app.SetAccountQuota(context.Background(), tenant.TenantID, member.AccountID, models.QuotaInput{Credits: ptr(int64(5))}); err != nil {
+	if _, err := app.SetAccountQuota(context.Background(), tenant, member.AccountID, models.QuotaInput{Credits: ptr(int64(5))}); err != nil {
 		t.Fatal(err)
 	}
 	var release []models.LedgerEntry
@@ -534,13 +534,13 @@ func runConcurrentLedger(t *testing.T, charges, poolCredits, mixed int) {
 		case 2:
 			_, err = charge(app, d1, rand.Int64N(5)+1)
 		case 3:
-			_, err = app.SetAccountQuota(ctx, tenant.TenantID, d1.AccountID, models.QuotaInput{Credits: ptr(rand.Int64N(60))})
+			_, err = app.SetAccountQuota(ctx, tenant, d1.AccountID, models.QuotaInput{Credits: ptr(rand.Int64N(60))})
 		case 4:
 			in := models.QuotaInput{Shared: ptr(true)}
 			if i%16 == 4 {
 				in = models.QuotaInput{Credits: ptr(rand.Int64N(40))}
 			}
-			_, err = app.SetAccountQuota(ctx, tenant.TenantID, d2.AccountID, in)
+			_, err = app.SetAccountQuota(ctx, tenant, d2.AccountID, in)
 		case 5:
 			var c models.Charge
 			if c, err = charge(app, d2, 2); err == nil {
@@ -551,7 +551,7 @@ func runConcurrentLedger(t *testing.T, charges, poolCredits, mixed int) {
 		case 6:
 			_, err = charge(app, user, rand.Int64N(3)+1)
 		case 7:
-			_, err = app.CreateAccount(ctx, tenant.TenantID, models.AccountInput{Email: models.NewID()[:8] + "@example.com", Credits: ptr(int64(5))})
+			_, err = app.CreateAccount(ctx, tenant, models.AccountInput{Email: models.NewID()[:8] + "@example.com", Credits: ptr(int64(5))})
 		}
 		if !expected(err) {
 			t.Errorf("operation %d: %v", i%8, err)
@@ -649,7 +649,7 @@ func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
 	if got := charged() - before; got != 5 {
 		t.Fatalf("credits charged metric grew by %v, want 5 (3 + 2; nothing for the unmetered tenant)", got)
 	}
-	if ten, _ := app.Tenant(ctx, unmetered.TenantID); ten.Spendable != 4 {
+	if ten, _ := app.TenantSettings(ctx, unmetered); ten.Spendable != 4 {
 		t.Fatalf("unmetered spendable = %d, want 4", ten.Spendable)
 	}
 	err := app.Tx(ctx, func(tx *gorm.DB) error {

@@ -163,7 +163,7 @@ func (a *App) identityFromKeyHash(ctx context.Context, hash string) (*Identity, 
 func (a *App) identityLabel(ctx context.Context, id *Identity) (string, error) {
 	switch id.Kind {
 	case IdentityTenant:
-		t, err := a.Tenant(ctx, id.TenantID)
+		t, err := a.tenantByID(ctx, id.TenantID)
 		if err != nil {
 			return "", err
 		}

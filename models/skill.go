@@ -27,6 +27,9 @@ type Skill struct {
 // Templates whose form uses select fields are not published as skills; they stay usable by template_id
 // or template_slug.
 func (a *App) ListSkills(ctx context.Context, id *Identity) ([]Skill, error) {
+	if err := id.Require(CapReadTemplates); err != nil {
+		return nil, err
+	}
 	db := a.DB.WithContext(ctx)
 	v := newViewer(db, id)
 	var rows []Template

@@ -64,8 +64,12 @@ func StatsHours(hours int) int {
 // TenantStats returns the tenant's statistics over the last hours (normalised by StatsHours):
 // its image jobs by status with success rate and P95 latency, the upstream attempts of its jobs and
 // video tasks, and charged_cny = sum(cost_usd) * SERVICE_USD_CNY * the tenant's markup.
-func (a *App) TenantStats(ctx context.Context, tenantID string, hours int) (*StatsView, error) {
-	t, err := a.Tenant(ctx, tenantID)
+func (a *App) TenantStats(ctx context.Context, id *Identity, hours int) (*StatsView, error) {
+	if err := id.Require(CapTenantReports); err != nil {
+		return nil, err
+	}
+	tenantID := id.TenantID
+	t, err := a.tenantByID(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}

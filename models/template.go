@@ -253,6 +253,9 @@ func ContractError(path string, err error) error {
 // CreateTemplate creates an image or copy template owned by the caller: the caller's tenant with a tenant
 // key, the platform (no owner, shared) with the administrator key, the caller with a personal login.
 func (a *App) CreateTemplate(ctx context.Context, owner *Identity, in TemplateInput) (*TemplateView, error) {
+	if err := owner.Require(CapWriteTemplates); err != nil {
+		return nil, err
+	}
 	var view *TemplateView
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		t, err := a.CreateTemplateTx(tx, owner, in)
@@ -309,6 +312,9 @@ func (a *App) CreateTemplateTx(tx *gorm.DB, owner *Identity, in TemplateInput) (
 // UpdateTemplate changes the fields present in p, validating the result as at creation. Only the owner
 // changes a template (the administrator the platform ones); one the caller cannot see is 404.
 func (a *App) UpdateTemplate(ctx context.Context, id *Identity, p TemplatePatch) (*TemplateView, error) {
+	if err := id.Require(CapWriteTemplates); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(p.ID) == "" {
 		return nil, Invalid("id is required")
 	}
@@ -405,6 +411,9 @@ func absentJSON(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) 
 // ListTemplates returns the image and copy templates the caller may see, newest first, filtered by f.
 // An unknown type or source is KindInvalid.
 func (a *App) ListTemplates(ctx context.Context, id *Identity, f TemplateFilter) ([]TemplateView, error) {
+	if err := id.Require(CapReadTemplates); err != nil {
+		return nil, err
+	}
 	switch f.Type {
 	case "", TemplateImage, TemplateArticle:
 	default:

@@ -13,6 +13,9 @@ import (
 // KindNotFound, a gated one it holds no claim for KindForbidden; a spec-mode template or a missing or
 // invalid field value is KindInvalid, as at generation.
 func (a *App) TemplatePromptPreview(ctx context.Context, id *Identity, templateID string, input map[string]any) (string, error) {
+	if err := id.Require(CapReadTemplates); err != nil {
+		return "", err
+	}
 	db := a.DB.WithContext(ctx)
 	var t Template
 	if err := db.First(&t, "id = ?", templateID).Error; err != nil {

@@ -688,14 +688,14 @@ func TestGateTemplatesTxAndDelete(t *testing.T) {
 		return b
 	}
 	for _, id := range []string{v.ID, vt.ID} {
-		out, err := app.Admin.Run(ctx, body(id))
+		out, err := app.Admin.Run(ctx, models.Operator(), body(id))
 		if err != nil || out.(map[string]any)["ok"] != true {
 			t.Fatalf("template-delete %s: %v %v", id, out, errors.Unwrap(err))
 		}
 	}
-	_, err = app.Admin.Run(ctx, body(v.ID))
+	_, err = app.Admin.Run(ctx, models.Operator(), body(v.ID))
 	wantErr(t, err, models.KindNotFound, "template not found")
-	_, err = app.Admin.Run(ctx, body(""))
+	_, err = app.Admin.Run(ctx, models.Operator(), body(""))
 	wantErr(t, err, models.KindInvalid, "id is required")
 }
 

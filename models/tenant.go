@@ -57,9 +57,25 @@ func (a *App) CreateTenant(ctx context.Context, in TenantInput) (*Tenant, string
 	return t, key, nil
 }
 
-// Tenant returns a tenant by id.
-func (a *App) Tenant(ctx context.Context, id string) (*Tenant, error) {
+// tenantByID returns a tenant by id.
+func (a *App) tenantByID(ctx context.Context, id string) (*Tenant, error) {
 	return findTenant(a.DB.WithContext(ctx), id)
+}
+
+// TenantSettings returns the caller's own tenant (its name and the secret that signs its callbacks).
+func (a *App) TenantSettings(ctx context.Context, id *Identity) (*Tenant, error) {
+	if err := id.Require(CapTenantSettings); err != nil {
+		return nil, err
+	}
+	return a.tenantByID(ctx, id.TenantID)
+}
+
+// TenantByID returns any tenant, for the platform administrator.
+func (a *App) TenantByID(ctx context.Context, id *Identity, tenantID string) (*Tenant, error) {
+	if err := id.Require(CapAdminister); err != nil {
+		return nil, err
+	}
+	return a.tenantByID(ctx, tenantID)
 }
 
 func findTenant(tx *gorm.DB, id string) (*Tenant, error) {
@@ -108,7 +124,10 @@ func (a *App) BindTenant(ctx context.Context, tenantID, model string) error {
 }
 
 // Tenants lists every tenant, newest first.
-func (a *App) Tenants(ctx context.Context) ([]Tenant, error) {
+func (a *App) Tenants(ctx context.Context, id *Identity) ([]Tenant, error) {
+	if err := id.Require(CapAdminister); err != nil {
+		return nil, err
+	}
 	var ts []Tenant
 	if err := a.DB.WithContext(ctx).Order("created_at DESC").Find(&ts).Error; err != nil {
 		return nil, Internal("tenant: list", err)

@@ -137,6 +137,9 @@ func tooLarge(kind media.Kind, cause error) error {
 // as soon as it passes its format's limit, and it counts toward the hourly upload limit once stored.
 // A caller over the limit is refused before anything is read from r.
 func (a *App) UploadFile(ctx context.Context, store media.Store, id *Identity, workspace string, r io.Reader) (*Upload, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	prefix, err := uploadPrefix(id, workspace)
 	if err != nil {
 		return nil, err
@@ -180,6 +183,9 @@ func (a *App) UploadFile(ctx context.Context, store media.Store, id *Identity, w
 // multipart body that names its workspace_id after the file: the object is copied under the workspace's
 // folder with the same name, the row follows it, and the old object is removed. It returns the moved row.
 func (a *App) MoveUploadToWorkspace(ctx context.Context, store media.Store, id *Identity, up *Upload, workspace string) (*Upload, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	prefix, err := uploadPrefix(id, workspace)
 	if err != nil {
 		return nil, err
@@ -224,6 +230,9 @@ func (a *App) deleteObject(ctx context.Context, store media.Store, key string) {
 // RemoveUpload deletes one of the identity's uploads, its row and its object; any other is not found.
 // It runs to the end even when ctx is cancelled (a request cut short still cleans up).
 func (a *App) RemoveUpload(ctx context.Context, store media.Store, id *Identity, uploadID string) error {
+	if err := id.Require(CapGenerate); err != nil {
+		return err
+	}
 	ctx = context.WithoutCancel(ctx)
 	u, err := a.uploadOf(ctx, id, "id = ?", uploadID)
 	if err != nil {
@@ -282,6 +291,9 @@ type Presign struct {
 // upload counts toward the hourly limit at commit; presign only refuses a caller already over it, and
 // presigned URLs are limited separately to twice the upload limit per hour so pending rows stay bounded.
 func (a *App) PresignUpload(ctx context.Context, store media.Store, id *Identity, req PresignRequest) (*Presign, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	kind, ok := media.KindByExt(req.Ext)
 	if !ok {
 		return nil, Invalid("ext must be one of png, jpg, webp, gif, mp3, wav, m4a, flac, ogg, mp4, mov, webm")
@@ -340,6 +352,9 @@ func (a *App) PresignUpload(ctx context.Context, store media.Store, id *Identity
 // committed; committing an already committed key of the caller again returns it unchanged.
 // A key of anyone else, or unknown, is not found.
 func (a *App) CommitUpload(ctx context.Context, store media.Store, id *Identity, key string) (*Upload, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	if key == "" {
 		return nil, Invalid("key is required: the key returned by POST /api/upload-ref/presign")
 	}

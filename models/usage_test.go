@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 func recordTx(t *testing.T, app *models.App, tenantID, service, agent string) {
@@ -21,7 +22,7 @@ func recordTx(t *testing.T, app *models.App, tenantID, service, agent string) {
 
 func usage(t *testing.T, app *models.App, tenantID string, days int) *models.UsageView {
 	t.Helper()
-	v, err := app.TenantUsage(context.Background(), tenantID, days)
+	v, err := app.TenantUsage(context.Background(), modelstest.Tenant(tenantID), days)
 	if err != nil {
 		t.Fatal(err)
 	}

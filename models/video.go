@@ -391,6 +391,9 @@ func (a *App) VideoTask(ctx context.Context, taskID string) (*VideoTask, error) 
 // VideoTaskFor returns a video task the identity may see (as jobs: a tenant key its tenant's, a member
 // key or a personal login its own); any other is not found.
 func (a *App) VideoTaskFor(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	return ReadVideoTaskFor(ctx, a.DB, id, taskID)
 }
 
@@ -425,6 +428,9 @@ type VideoTaskPage struct {
 // VideoTasks lists the video tasks the identity may see, newest first: page pageNum (from 1) of
 // pageSize items (at most VideoPageSizeMax; larger sizes are cut to it), with status "" for every status.
 func (a *App) VideoTasks(ctx context.Context, id *Identity, status string, pageNum, pageSize int) (*VideoTaskPage, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	if pageNum < 1 {
 		return nil, Invalid("page_num must be a positive integer")
 	}

@@ -107,6 +107,9 @@ func (t *VideoTemplate) FormPrompt(input map[string]any) (string, error) {
 // CreateVideoTemplate creates a video template owned by the caller, with the ownership rules of
 // CreateTemplate; slug and zh_name are required.
 func (a *App) CreateVideoTemplate(ctx context.Context, owner *Identity, in VideoTemplateInput) (*VideoTemplateView, error) {
+	if err := owner.Require(CapWriteTemplates); err != nil {
+		return nil, err
+	}
 	if in.Gated != nil {
 		return nil, errGatedReadOnly
 	}
@@ -149,6 +152,9 @@ func (a *App) CreateVideoTemplate(ctx context.Context, owner *Identity, in Video
 
 // UpdateVideoTemplate changes the fields present in p, with the rules of UpdateTemplate.
 func (a *App) UpdateVideoTemplate(ctx context.Context, id *Identity, p VideoTemplatePatch) (*VideoTemplateView, error) {
+	if err := id.Require(CapWriteTemplates); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(p.ID) == "" {
 		return nil, Invalid("id is required")
 	}
@@ -216,6 +222,9 @@ func (a *App) UpdateVideoTemplate(ctx context.Context, id *Identity, p VideoTemp
 // ListVideoTemplates returns the video templates the caller may see, newest first, filtered by source
 // (mine, platform, all or "" for all).
 func (a *App) ListVideoTemplates(ctx context.Context, id *Identity, source string) ([]VideoTemplateView, error) {
+	if err := id.Require(CapReadTemplates); err != nil {
+		return nil, err
+	}
 	source, err := parseSource(source)
 	if err != nil {
 		return nil, err

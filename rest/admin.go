@@ -12,7 +12,7 @@ func (s *Server) admin(w http.ResponseWriter, r *http.Request, id *models.Identi
 	if err != nil {
 		return err
 	}
-	out, err := s.app.Admin.Run(r.Context(), body)
+	out, err := s.svc.Admin.Run(r.Context(), id, body)
 	if err != nil {
 		return err
 	}

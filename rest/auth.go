@@ -19,8 +19,8 @@ func (s *Server) registerAuth(api *mux.Router) {
 	api.HandleFunc("/auth/register/code", s.public(s.registerCode)).Methods(http.MethodPost)
 	api.HandleFunc("/auth/register", s.public(s.register)).Methods(http.MethodPost)
 	api.HandleFunc("/auth/login", s.public(s.login)).Methods(http.MethodPost)
-	api.HandleFunc("/auth/password", s.authed(s.changePassword, models.IdentityUser)).Methods(http.MethodPost)
-	api.HandleFunc("/whoami", s.authed(s.whoami, models.IdentityUser)).Methods(http.MethodGet)
+	api.HandleFunc("/auth/password", s.authed(s.changePassword)).Methods(http.MethodPost)
+	api.HandleFunc("/whoami", s.authed(s.whoami)).Methods(http.MethodGet)
 	api.HandleFunc("/auth/oidc/start", s.public(s.oidcStart)).Methods(http.MethodGet)
 	api.HandleFunc("/auth/oidc/callback", s.public(s.oidcCallback)).Methods(http.MethodGet)
 	api.HandleFunc("/auth/device", s.public(s.deviceStart)).Methods(http.MethodPost)
@@ -50,7 +50,7 @@ func (s *Server) registerCode(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	if err := s.app.SendRegistrationCode(r.Context(), in.Email, clientAddr(r)); err != nil {
+	if err := s.svc.SendRegistrationCode(r.Context(), in.Email, clientAddr(r)); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "expires_in": int(models.EmailCodeTTL.Seconds())})
@@ -62,7 +62,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	res, err := s.app.Register(r.Context(), in, clientAddr(r))
+	res, err := s.svc.Register(r.Context(), in, clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	res, err := s.app.Login(r.Context(), in.Email, in.Password, clientAddr(r))
+	res, err := s.svc.Login(r.Context(), in.Email, in.Password, clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, id *mode
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	if err := s.app.ChangePassword(r.Context(), id.UserID, in.OldPassword, in.NewPassword); err != nil {
+	if err := s.svc.ChangePassword(r.Context(), id, in.OldPassword, in.NewPassword); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
@@ -102,7 +102,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, id *mode
 }
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.app.Whoami(r.Context(), id)
+	v, err := s.svc.Whoami(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -111,11 +111,11 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request, id *models.Ident
 }
 
 // secureCookies reports whether cookies must be Secure: the service is reached over https.
-func (s *Server) secureCookies() bool { return strings.HasPrefix(s.app.Config.BaseURL, "https://") }
+func (s *Server) secureCookies() bool { return strings.HasPrefix(s.svc.Config.BaseURL, "https://") }
 
 // oidcStart redirects the browser to the OpenID provider, with state, nonce and PKCE verifier in a signed cookie.
 func (s *Server) oidcStart(w http.ResponseWriter, r *http.Request) error {
-	target, cookie, err := s.app.OIDCStart(r.Context(), r.URL.Query().Get("return"))
+	target, cookie, err := s.svc.OIDCStart(r.Context(), r.URL.Query().Get("return"))
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) error {
 	if c, err := r.Cookie(models.OIDCCookie); err == nil {
 		cookie = c.Value
 	}
-	res, err := s.app.OIDCCallback(r.Context(), cookie, q.Get("state"), q.Get("code"))
+	res, err := s.svc.OIDCCallback(r.Context(), cookie, q.Get("state"), q.Get("code"))
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) error {
 		writeNoStore(w, http.StatusOK, withOK{res.Login})
 		return nil
 	}
-	session, err := s.app.StartUserSession(r.Context(), res.User.ID)
+	session, err := s.svc.StartUserSession(r.Context(), res.User.ID)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deviceStart(w http.ResponseWriter, r *http.Request) error {
-	res, err := s.app.StartDeviceAuthorization(r.Context(), clientAddr(r))
+	res, err := s.svc.StartDeviceAuthorization(r.Context(), clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (s *Server) deviceToken(w http.ResponseWriter, r *http.Request) error {
 	if in.GrantType != "" && in.GrantType != deviceGrantType {
 		return models.Invalid("unsupported_grant_type")
 	}
-	tok, err := s.app.PollDeviceToken(r.Context(), in.DeviceCode)
+	tok, err := s.svc.PollDeviceToken(r.Context(), in.DeviceCode)
 	if err != nil {
 		w.Header().Set("Cache-Control", "no-store")
 		return err

@@ -14,9 +14,8 @@ const maxChatBody = 16 << 20
 
 // registerChat adds the chat relay and the agent proxy (spec 4.15).
 func (s *Server) registerChat(api *mux.Router) {
-	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	api.HandleFunc("/chat/completions", s.openAI(s.chatCompletions, gen...)).Methods(http.MethodPost)
-	api.HandleFunc("/chat", s.authed(s.agentChat, gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/chat/completions", s.openAI(s.chatCompletions)).Methods(http.MethodPost)
+	api.HandleFunc("/chat", s.authed(s.agentChat)).Methods(http.MethodPost)
 }
 
 // chatCompletions relays an OpenAI chat completions request; the answer (JSON or server-sent events)
@@ -26,7 +25,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, id *mod
 	if err != nil {
 		return err
 	}
-	return s.opts.Jobs.RelayChat(r.Context(), id, body, w)
+	return s.svc.RelayChat(r.Context(), id, body, w)
 }
 
 func (s *Server) agentChat(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
@@ -34,7 +33,7 @@ func (s *Server) agentChat(w http.ResponseWriter, r *http.Request, id *models.Id
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	reply, err := s.opts.Jobs.AgentChat(r.Context(), id, req)
+	reply, err := s.svc.AgentChat(r.Context(), id, req)
 	if err != nil {
 		return err
 	}

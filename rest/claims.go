@@ -25,13 +25,13 @@ const (
 // registerClaims adds the routes of claim codes: tenant creation, public preview and redemption, buyer claims.
 // The administrator's void is the admin action promo-claim-disable (models.registerClaimAdmin).
 func (s *Server) registerClaims(api *mux.Router) {
-	now := func() time.Time { return s.app.Now() } // read at each call: tests move the clock
+	now := func() time.Time { return s.svc.Now() } // read at each call: tests move the clock
 	preview := newAddrLimiter(claimPreviewPerMinute, time.Minute, now)
 	redeem := newAddrLimiter(claimRedeemPerMinute, time.Minute, now)
-	api.HandleFunc("/tenant-claims", s.authed(s.idempotent("tenant-claims", s.createClaim, nil), models.IdentityTenant)).Methods(http.MethodPost)
+	api.HandleFunc("/tenant-claims", s.authed(s.idempotent("tenant-claims", s.createClaim, nil))).Methods(http.MethodPost)
 	api.HandleFunc("/promo-claims", s.public(preview.limit(s.previewClaim))).Methods(http.MethodGet)
 	api.HandleFunc("/promo-claims", s.public(redeem.limit(s.redeemClaim))).Methods(http.MethodPost)
-	api.HandleFunc("/claims", s.authed(s.userClaims, models.IdentityUser)).Methods(http.MethodGet)
+	api.HandleFunc("/claims", s.authed(s.userClaims)).Methods(http.MethodGet)
 }
 
 func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
@@ -39,7 +39,7 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, id *models.
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	out, err := s.app.CreateClaimCode(r.Context(), id.TenantID, in)
+	out, err := s.svc.CreateClaimCode(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, id *models.
 }
 
 func (s *Server) previewClaim(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.app.PreviewClaim(r.Context(), r.URL.Query().Get("code"))
+	out, err := s.svc.PreviewClaim(r.Context(), r.URL.Query().Get("code"))
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *Server) redeemClaim(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	out, err := s.app.RedeemClaim(r.Context(), in)
+	out, err := s.svc.RedeemClaim(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (s *Server) redeemClaim(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) userClaims(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	out, err := s.app.UserClaims(r.Context(), id)
+	out, err := s.svc.UserClaims(r.Context(), id)
 	if err != nil {
 		return err
 	}

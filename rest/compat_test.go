@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"studio/jobs/upstream/fakeupstream"
+	"studio/models/modelstest"
 )
 
 // The client compatibility tests drive the clients integrators use (the official OpenAI Node SDK,
@@ -126,7 +127,7 @@ func TestStandardWebhooksNodeVerifiesCallbacks(t *testing.T) {
 	_, opt := fakeUpstreams(t)
 	e := newEnv(t, opt)
 	tid, key := e.tenant("Acme", 10)
-	tenant, err := e.app.Tenant(t.Context(), tid)
+	tenant, err := e.app.TenantSettings(t.Context(), modelstest.Tenant(tid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestWebhookScriptSaysWhyASubmitIsRefused(t *testing.T) {
 	_, opt := fakeUpstreams(t)
 	e := newEnv(t, opt, withVar("SERVICE_ALLOW_PRIVATE_URLS", "false"))
 	tid, key := e.tenant("Acme", 10)
-	tenant, err := e.app.Tenant(t.Context(), tid)
+	tenant, err := e.app.TenantSettings(t.Context(), modelstest.Tenant(tid))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,16 +11,16 @@ import (
 
 // registerCredits adds balance, pool, stats, usage and member accounts.
 func (s *Server) registerCredits(api *mux.Router) {
-	api.HandleFunc("/balance", s.authed(s.balance, models.IdentityTenant, models.IdentityAccount, models.IdentityUser)).Methods(http.MethodGet)
-	api.HandleFunc("/tenant-pool", s.authed(s.tenantPool, models.IdentityTenant)).Methods(http.MethodGet)
-	api.HandleFunc("/tenant-stats", s.authed(s.tenantStats, models.IdentityTenant)).Methods(http.MethodGet)
-	api.HandleFunc("/tenant-usage", s.authed(s.tenantUsage, models.IdentityTenant)).Methods(http.MethodGet)
-	api.HandleFunc("/tenant-accounts", s.authed(s.tenantAccounts, models.IdentityTenant)).Methods(http.MethodGet)
-	api.HandleFunc("/tenant-accounts", s.authed(s.idempotent("tenant-accounts", s.tenantAccountAction, isCreateAction), models.IdentityTenant)).Methods(http.MethodPost)
+	api.HandleFunc("/balance", s.authed(s.balance)).Methods(http.MethodGet)
+	api.HandleFunc("/tenant-pool", s.authed(s.tenantPool)).Methods(http.MethodGet)
+	api.HandleFunc("/tenant-stats", s.authed(s.tenantStats)).Methods(http.MethodGet)
+	api.HandleFunc("/tenant-usage", s.authed(s.tenantUsage)).Methods(http.MethodGet)
+	api.HandleFunc("/tenant-accounts", s.authed(s.tenantAccounts)).Methods(http.MethodGet)
+	api.HandleFunc("/tenant-accounts", s.authed(s.idempotent("tenant-accounts", s.tenantAccountAction, isCreateAction))).Methods(http.MethodPost)
 }
 
 func (s *Server) balance(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.app.Balance(r.Context(), id)
+	v, err := s.svc.Balance(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func (s *Server) balance(w http.ResponseWriter, r *http.Request, id *models.Iden
 }
 
 func (s *Server) tenantPool(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.app.Pool(r.Context(), id.TenantID)
+	v, err := s.svc.Pool(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func (s *Server) tenantPool(w http.ResponseWriter, r *http.Request, id *models.I
 
 // tenantStats answers GET /api/tenant-stats?hours=; a non-numeric hours is 0, which the core turns into the default.
 func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.app.TenantStats(r.Context(), id.TenantID, queryInt(r, "hours"))
+	v, err := s.svc.TenantStats(r.Context(), id, queryInt(r, "hours"))
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, id *models.
 
 // tenantUsage answers GET /api/tenant-usage?days=; a non-numeric days is 0, which the core turns into the default.
 func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.app.TenantUsage(r.Context(), id.TenantID, queryInt(r, "days"))
+	v, err := s.svc.TenantUsage(r.Context(), id, queryInt(r, "days"))
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func queryInt(r *http.Request, name string) int {
 }
 
 func (s *Server) tenantAccounts(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	accounts, err := s.app.Accounts(r.Context(), id.TenantID)
+	accounts, err := s.svc.Accounts(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -92,19 +92,19 @@ func (s *Server) tenantAccountAction(w http.ResponseWriter, r *http.Request, id 
 	ctx := r.Context()
 	switch in.Action {
 	case "create":
-		acc, err := s.app.CreateAccount(ctx, id.TenantID, in.AccountInput)
+		acc, err := s.svc.CreateAccount(ctx, id, in.AccountInput)
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "account": acc})
 	case "set-quota":
-		acc, err := s.app.SetAccountQuota(ctx, id.TenantID, in.AccountID, models.QuotaInput{Shared: in.Shared, Credits: in.Credits})
+		acc, err := s.svc.SetAccountQuota(ctx, id, in.AccountID, models.QuotaInput{Shared: in.Shared, Credits: in.Credits})
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "account": acc})
 	case "rekey":
-		key, err := s.app.RekeyAccount(ctx, id.TenantID, in.AccountID)
+		key, err := s.svc.RekeyAccount(ctx, id, in.AccountID)
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (s *Server) tenantAccountAction(w http.ResponseWriter, r *http.Request, id 
 		if in.Disabled == nil {
 			return models.Invalid("disabled (true or false) is required")
 		}
-		if err := s.app.ToggleAccount(ctx, id.TenantID, in.AccountID, *in.Disabled); err != nil {
+		if err := s.svc.ToggleAccount(ctx, id, in.AccountID, *in.Disabled); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "disabled": *in.Disabled})

@@ -12,11 +12,10 @@ import (
 
 // registerJobs adds the routes of image generation, batches and jobs.
 func (s *Server) registerJobs(api *mux.Router) {
-	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	api.HandleFunc("/generate", s.authed(s.idempotent("generate", s.generate, nil), gen...)).Methods(http.MethodPost)
-	api.HandleFunc("/generate-batch", s.authed(s.idempotent("generate-batch", s.generateBatch, nil), gen...)).Methods(http.MethodPost)
-	api.HandleFunc("/jobs", s.authed(s.jobs, gen...)).Methods(http.MethodGet)
-	api.HandleFunc("/image-to-template", s.authed(s.imageToTemplate, models.IdentityTenant, models.IdentityUser)).Methods(http.MethodPost)
+	api.HandleFunc("/generate", s.authed(s.idempotent("generate", s.generate, nil))).Methods(http.MethodPost)
+	api.HandleFunc("/generate-batch", s.authed(s.idempotent("generate-batch", s.generateBatch, nil))).Methods(http.MethodPost)
+	api.HandleFunc("/jobs", s.authed(s.jobs)).Methods(http.MethodGet)
+	api.HandleFunc("/image-to-template", s.authed(s.imageToTemplate)).Methods(http.MethodPost)
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
@@ -24,7 +23,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, id *models.Ide
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	jobs, err := s.opts.Jobs.SubmitImages(r.Context(), id, []models.GenerateRequest{req})
+	jobs, err := s.svc.SubmitImages(r.Context(), id, []models.GenerateRequest{req})
 	if err != nil {
 		return err
 	}
@@ -51,7 +50,7 @@ func (s *Server) generateBatch(w http.ResponseWriter, r *http.Request, id *model
 			return models.Invalid("items[%d]: %s", i, err.Error())
 		}
 	}
-	jobs, err := s.opts.Jobs.SubmitImages(r.Context(), id, items)
+	jobs, err := s.svc.SubmitImages(r.Context(), id, items)
 	if err != nil {
 		return err
 	}
@@ -66,7 +65,7 @@ func (s *Server) generateBatch(w http.ResponseWriter, r *http.Request, id *model
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	q := r.URL.Query()
 	if jobID := q.Get("id"); jobID != "" {
-		j, err := s.app.JobFor(r.Context(), id, jobID)
+		j, err := s.svc.JobFor(r.Context(), id, jobID)
 		if err != nil {
 			return err
 		}
@@ -81,7 +80,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, id *models.Identit
 		}
 		limit = n
 	}
-	page, err := s.app.Jobs(r.Context(), id, q.Get("status"), q.Get("cursor"), limit)
+	page, err := s.svc.Jobs(r.Context(), id, q.Get("status"), q.Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
@@ -98,7 +97,7 @@ func (s *Server) imageToTemplate(w http.ResponseWriter, r *http.Request, id *mod
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	j, err := s.opts.Jobs.SubmitImageToTemplate(r.Context(), id, req)
+	j, err := s.svc.SubmitImageToTemplate(r.Context(), id, req)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"studio/jobs/upstream"
 	"studio/jobs/upstream/fakeupstream"
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 // fakeUpstreams starts the fake OpenAI-compatible server and configures image channels on it:
@@ -226,7 +227,7 @@ func TestCallbackIsSignedWithExactFieldsAndRetried(t *testing.T) {
 	if body["job_id"] != jobID || body["status"] != "done" || body["error"] != nil || body["cost_usd"].(float64) != 0.04 {
 		t.Fatalf("callback body = %s", last.body)
 	}
-	tenant, _ := e.app.Tenant(t.Context(), tid)
+	tenant, _ := e.app.TenantSettings(t.Context(), modelstest.Tenant(tid))
 	var ts int64
 	fmt.Sscan(last.header.Get("webhook-timestamp"), &ts)
 	wantSig := jobs.SignCallback(models.CallbackSecretKey(tenant.CallbackSecret), last.header.Get("webhook-id"), ts, last.body)

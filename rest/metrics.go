@@ -8,12 +8,16 @@ import (
 	"studio/models"
 )
 
-// adminOnly wraps a handler so that only the administrator key reaches it.
+// adminOnly wraps the metrics handler (not a core operation) so that only an identity that may
+// administer the platform reaches it.
 func (s *Server) adminOnly(h http.Handler) http.HandlerFunc {
-	return s.authed(func(w http.ResponseWriter, r *http.Request, _ *models.Identity) error {
+	return s.authed(func(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
+		if err := id.Require(models.CapAdminister); err != nil {
+			return err
+		}
 		h.ServeHTTP(w, r)
 		return nil
-	}, models.IdentityAdmin)
+	})
 }
 
 // ready answers readiness: the database answers and this process's workers run.
@@ -22,10 +26,10 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	body := map[string]any{"ok": true, "database": "ok", "workers": "running"}
 	status := http.StatusOK
-	if err := s.app.DB.Ping(ctx); err != nil {
+	if err := s.svc.DB.Ping(ctx); err != nil {
 		body["ok"], body["database"], status = false, "unreachable", http.StatusServiceUnavailable
 	}
-	if s.opts.Jobs == nil || !s.opts.Jobs.Running() {
+	if !s.svc.Running() {
 		body["ok"], body["workers"], status = false, "stopped", http.StatusServiceUnavailable
 	}
 	if status != http.StatusOK {

@@ -10,12 +10,11 @@ import (
 
 // registerModels adds GET /api/available-models (spec 4.15): any authenticated identity.
 func (s *Server) registerModels(api *mux.Router) {
-	all := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser, models.IdentityAdmin}
-	api.HandleFunc("/available-models", s.authed(s.availableModels, all...)).Methods(http.MethodGet)
+	api.HandleFunc("/available-models", s.authed(s.availableModels)).Methods(http.MethodGet)
 }
 
 func (s *Server) availableModels(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	catalogue, err := s.opts.Jobs.ModelCatalogue(r.URL.Query().Get("media_type"))
+	catalogue, err := s.svc.ModelCatalogue(id, r.URL.Query().Get("media_type"))
 	if err != nil {
 		return err
 	}

@@ -51,8 +51,8 @@ func writeOpenAIError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // openAI wraps an OpenAI-style endpoint: like authed, with errors in OpenAI's shape.
-func (s *Server) openAI(h handler, kinds ...models.IdentityKind) http.HandlerFunc {
-	return s.guard(writeOpenAIError, h, kinds...)
+func (s *Server) openAI(h handler) http.HandlerFunc {
+	return s.guard(writeOpenAIError, h)
 }
 
 // modelCreated is the `created` time of the listed models (OpenAI's model object requires one): the
@@ -73,14 +73,16 @@ func newOpenAIModel(id string) openAIModel {
 
 // registerOpenAIModels adds GET /api/models and GET /api/models/{model}.
 func (s *Server) registerOpenAIModels(api *mux.Router) {
-	all := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser, models.IdentityAdmin}
-	api.HandleFunc("/models", s.openAI(s.listModels, all...)).Methods(http.MethodGet)
-	api.HandleFunc("/models/{model}", s.openAI(s.retrieveModel, all...)).Methods(http.MethodGet)
+	api.HandleFunc("/models", s.openAI(s.listModels)).Methods(http.MethodGet)
+	api.HandleFunc("/models/{model}", s.openAI(s.retrieveModel)).Methods(http.MethodGet)
 }
 
 // listModels answers OpenAI's model list: service-auto and the chat families it routes over.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	names := s.opts.Jobs.ChatModels()
+	names, err := s.svc.ChatModels(id)
+	if err != nil {
+		return err
+	}
 	data := make([]openAIModel, len(names))
 	for i, n := range names {
 		data[i] = newOpenAIModel(n)
@@ -92,7 +94,11 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, id *models.I
 // retrieveModel answers one model of the list, 404 for any other name.
 func (s *Server) retrieveModel(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	want := mux.Vars(r)["model"]
-	for _, n := range s.opts.Jobs.ChatModels() {
+	names, err := s.svc.ChatModels(id)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
 		if n == want {
 			writeJSON(w, http.StatusOK, newOpenAIModel(n))
 			return nil

@@ -18,11 +18,11 @@ import (
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.app.DB.Ping(ctx); err != nil {
+	if err := s.svc.DB.Ping(ctx); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "database": "unreachable", "error": "database unreachable", "code": models.KindUnavailable.String()})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "database": "ok", "time": s.app.Now().Format(time.RFC3339)})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "database": "ok", "time": s.svc.Now().Format(time.RFC3339)})
 	return nil
 }
 

@@ -21,8 +21,7 @@ const maxReverseBody = media.MaxReadingImageSize + 1<<20
 
 // registerReverse adds POST /api/reverse (image reading, spec 4.7).
 func (s *Server) registerReverse(api *mux.Router) {
-	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	api.HandleFunc("/reverse", s.authed(s.reverse, gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/reverse", s.authed(s.reverse)).Methods(http.MethodPost)
 }
 
 func (s *Server) reverse(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
@@ -35,7 +34,7 @@ func (s *Server) reverse(w http.ResponseWriter, r *http.Request, id *models.Iden
 	if err != nil {
 		return err
 	}
-	reading, err := s.opts.Jobs.ReadImage(r.Context(), id, in)
+	reading, err := s.svc.ReadImage(r.Context(), id, in)
 	if err != nil {
 		return err
 	}

@@ -14,24 +14,22 @@ import (
 // creating and changing templates is refused to member account keys; hooks take the tenant key only.
 // There is no DELETE on templates: deletion is the administrator action template-delete.
 func (s *Server) registerTemplates(api *mux.Router) {
-	all := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser, models.IdentityAdmin}
-	authors := []models.IdentityKind{models.IdentityTenant, models.IdentityUser, models.IdentityAdmin}
-	api.HandleFunc("/templates", s.authed(s.listTemplates, all...)).Methods(http.MethodGet)
-	api.HandleFunc("/templates", s.authed(s.createTemplate, authors...)).Methods(http.MethodPost)
-	api.HandleFunc("/templates", s.authed(s.updateTemplate, authors...)).Methods(http.MethodPatch)
-	api.HandleFunc("/video-templates", s.authed(s.listVideoTemplates, all...)).Methods(http.MethodGet)
-	api.HandleFunc("/video-templates", s.authed(s.createVideoTemplate, authors...)).Methods(http.MethodPost)
-	api.HandleFunc("/video-templates", s.authed(s.updateVideoTemplate, authors...)).Methods(http.MethodPatch)
-	api.HandleFunc("/skills", s.authed(s.listSkills, all...)).Methods(http.MethodGet)
-	api.HandleFunc("/template-hooks", s.authed(s.listHooks, models.IdentityTenant)).Methods(http.MethodGet)
-	api.HandleFunc("/template-hooks", s.authed(s.upsertHook, models.IdentityTenant)).Methods(http.MethodPost)
-	api.HandleFunc("/template-hooks", s.authed(s.updateHook, models.IdentityTenant)).Methods(http.MethodPatch)
-	api.HandleFunc("/template-hooks", s.authed(s.deleteHook, models.IdentityTenant)).Methods(http.MethodDelete)
+	api.HandleFunc("/templates", s.authed(s.listTemplates)).Methods(http.MethodGet)
+	api.HandleFunc("/templates", s.authed(s.createTemplate)).Methods(http.MethodPost)
+	api.HandleFunc("/templates", s.authed(s.updateTemplate)).Methods(http.MethodPatch)
+	api.HandleFunc("/video-templates", s.authed(s.listVideoTemplates)).Methods(http.MethodGet)
+	api.HandleFunc("/video-templates", s.authed(s.createVideoTemplate)).Methods(http.MethodPost)
+	api.HandleFunc("/video-templates", s.authed(s.updateVideoTemplate)).Methods(http.MethodPatch)
+	api.HandleFunc("/skills", s.authed(s.listSkills)).Methods(http.MethodGet)
+	api.HandleFunc("/template-hooks", s.authed(s.listHooks)).Methods(http.MethodGet)
+	api.HandleFunc("/template-hooks", s.authed(s.upsertHook)).Methods(http.MethodPost)
+	api.HandleFunc("/template-hooks", s.authed(s.updateHook)).Methods(http.MethodPatch)
+	api.HandleFunc("/template-hooks", s.authed(s.deleteHook)).Methods(http.MethodDelete)
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	q := r.URL.Query()
-	rows, err := s.app.ListTemplates(r.Context(), id, models.TemplateFilter{Type: q.Get("type"), Source: q.Get("source")})
+	rows, err := s.svc.ListTemplates(r.Context(), id, models.TemplateFilter{Type: q.Get("type"), Source: q.Get("source")})
 	if err != nil {
 		return err
 	}
@@ -44,7 +42,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request, id *mode
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	t, err := s.app.CreateTemplate(r.Context(), id, in)
+	t, err := s.svc.CreateTemplate(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -57,7 +55,7 @@ func (s *Server) updateTemplate(w http.ResponseWriter, r *http.Request, id *mode
 	if err := decode(r, &p); err != nil {
 		return err
 	}
-	t, err := s.app.UpdateTemplate(r.Context(), id, p)
+	t, err := s.svc.UpdateTemplate(r.Context(), id, p)
 	if err != nil {
 		return err
 	}
@@ -66,7 +64,7 @@ func (s *Server) updateTemplate(w http.ResponseWriter, r *http.Request, id *mode
 }
 
 func (s *Server) listVideoTemplates(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	rows, err := s.app.ListVideoTemplates(r.Context(), id, r.URL.Query().Get("source"))
+	rows, err := s.svc.ListVideoTemplates(r.Context(), id, r.URL.Query().Get("source"))
 	if err != nil {
 		return err
 	}
@@ -79,7 +77,7 @@ func (s *Server) createVideoTemplate(w http.ResponseWriter, r *http.Request, id 
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	t, err := s.app.CreateVideoTemplate(r.Context(), id, in)
+	t, err := s.svc.CreateVideoTemplate(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -92,7 +90,7 @@ func (s *Server) updateVideoTemplate(w http.ResponseWriter, r *http.Request, id 
 	if err := decode(r, &p); err != nil {
 		return err
 	}
-	t, err := s.app.UpdateVideoTemplate(r.Context(), id, p)
+	t, err := s.svc.UpdateVideoTemplate(r.Context(), id, p)
 	if err != nil {
 		return err
 	}
@@ -101,7 +99,7 @@ func (s *Server) updateVideoTemplate(w http.ResponseWriter, r *http.Request, id 
 }
 
 func (s *Server) listSkills(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	skills, err := s.app.ListSkills(r.Context(), id)
+	skills, err := s.svc.ListSkills(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -110,7 +108,7 @@ func (s *Server) listSkills(w http.ResponseWriter, r *http.Request, id *models.I
 }
 
 func (s *Server) listHooks(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	hooks, err := s.app.ListHooks(r.Context(), id, r.URL.Query().Get("image_template_slug"))
+	hooks, err := s.svc.ListHooks(r.Context(), id, r.URL.Query().Get("image_template_slug"))
 	if err != nil {
 		return err
 	}
@@ -123,7 +121,7 @@ func (s *Server) upsertHook(w http.ResponseWriter, r *http.Request, id *models.I
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	hook, created, err := s.app.UpsertHook(r.Context(), id, in)
+	hook, created, err := s.svc.UpsertHook(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -136,7 +134,7 @@ func (s *Server) updateHook(w http.ResponseWriter, r *http.Request, id *models.I
 	if err := decode(r, &p); err != nil {
 		return err
 	}
-	hook, err := s.app.UpdateHook(r.Context(), id, p)
+	hook, err := s.svc.UpdateHook(r.Context(), id, p)
 	if err != nil {
 		return err
 	}
@@ -162,7 +160,7 @@ func (s *Server) deleteHook(w http.ResponseWriter, r *http.Request, id *models.I
 		}
 		hookID = body.ID
 	}
-	if err := s.app.DeleteHook(r.Context(), id, hookID); err != nil {
+	if err := s.svc.DeleteHook(r.Context(), id, hookID); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})

@@ -34,10 +34,9 @@ const (
 
 // registerUploads adds the routes of uploads and direct-upload presign/commit.
 func (s *Server) registerUploads(api *mux.Router) {
-	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	api.HandleFunc("/upload-ref", s.authed(s.uploadRef, gen...)).Methods(http.MethodPost)
-	api.HandleFunc("/upload-ref/presign", s.authed(s.presignUpload, gen...)).Methods(http.MethodPost)
-	api.HandleFunc("/upload-ref/commit", s.authed(s.commitUpload, gen...)).Methods(http.MethodPost)
+	api.HandleFunc("/upload-ref", s.authed(s.uploadRef)).Methods(http.MethodPost)
+	api.HandleFunc("/upload-ref/presign", s.authed(s.presignUpload)).Methods(http.MethodPost)
+	api.HandleFunc("/upload-ref/commit", s.authed(s.commitUpload)).Methods(http.MethodPost)
 }
 
 // uploadResponse is the answer of POST /api/upload-ref and of a commit.
@@ -70,7 +69,7 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 	// fail reports err and removes a file already stored by this request.
 	fail := func(err error) error {
 		if up != nil {
-			if rerr := s.app.RemoveUpload(r.Context(), s.opts.Media, id, up.ID); rerr != nil {
+			if rerr := s.svc.RemoveUpload(r.Context(), s.opts.Media, id, up.ID); rerr != nil {
 				return rerr
 			}
 		}
@@ -99,7 +98,7 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 			}
 			workspace = string(b)
 			if up != nil {
-				moved, err := s.app.MoveUploadToWorkspace(r.Context(), s.opts.Media, id, up, workspace)
+				moved, err := s.svc.MoveUploadToWorkspace(r.Context(), s.opts.Media, id, up, workspace)
 				if err != nil {
 					return fail(err)
 				}
@@ -110,7 +109,7 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 				return fail(models.Invalid("send one file per request"))
 			}
 			file := &readRecorder{r: part}
-			if up, err = s.app.UploadFile(r.Context(), s.opts.Media, id, workspace, file); err != nil {
+			if up, err = s.svc.UploadFile(r.Context(), s.opts.Media, id, workspace, file); err != nil {
 				return body.explain(err, file.err)
 			}
 		}
@@ -156,7 +155,7 @@ func (s *Server) presignUpload(w http.ResponseWriter, r *http.Request, id *model
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	p, err := s.app.PresignUpload(r.Context(), s.opts.Media, id, req)
+	p, err := s.svc.PresignUpload(r.Context(), s.opts.Media, id, req)
 	if err != nil {
 		return err
 	}
@@ -177,7 +176,7 @@ func (s *Server) commitUpload(w http.ResponseWriter, r *http.Request, id *models
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	up, err := s.app.CommitUpload(r.Context(), s.opts.Media, id, req.Key)
+	up, err := s.svc.CommitUpload(r.Context(), s.opts.Media, id, req.Key)
 	if err != nil {
 		return err
 	}

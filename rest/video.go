@@ -11,10 +11,9 @@ import (
 
 // registerVideo adds the routes of video tasks (spec 4.5, D7): submit, one task or a page, and cancel.
 func (s *Server) registerVideo(api *mux.Router) {
-	gen := []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-	api.HandleFunc("/videos", s.authed(s.idempotent("videos", s.submitVideo, nil), gen...)).Methods(http.MethodPost)
-	api.HandleFunc("/videos", s.authed(s.videos, gen...)).Methods(http.MethodGet)
-	api.HandleFunc("/videos", s.authed(s.cancelVideo, gen...)).Methods(http.MethodDelete)
+	api.HandleFunc("/videos", s.authed(s.idempotent("videos", s.submitVideo, nil))).Methods(http.MethodPost)
+	api.HandleFunc("/videos", s.authed(s.videos)).Methods(http.MethodGet)
+	api.HandleFunc("/videos", s.authed(s.cancelVideo)).Methods(http.MethodDelete)
 }
 
 func (s *Server) submitVideo(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
@@ -22,7 +21,7 @@ func (s *Server) submitVideo(w http.ResponseWriter, r *http.Request, id *models.
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	t, err := s.opts.Jobs.SubmitVideo(r.Context(), id, req)
+	t, err := s.svc.SubmitVideo(r.Context(), id, req)
 	if err != nil {
 		return err
 	}
@@ -34,7 +33,7 @@ func (s *Server) submitVideo(w http.ResponseWriter, r *http.Request, id *models.
 func (s *Server) videos(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	q := r.URL.Query()
 	if taskID := q.Get("id"); taskID != "" {
-		t, err := s.app.VideoTaskFor(r.Context(), id, taskID)
+		t, err := s.svc.VideoTaskFor(r.Context(), id, taskID)
 		if err != nil {
 			return err
 		}
@@ -49,7 +48,7 @@ func (s *Server) videos(w http.ResponseWriter, r *http.Request, id *models.Ident
 	if err != nil {
 		return err
 	}
-	page, err := s.app.VideoTasks(r.Context(), id, q.Get("filter.status"), pageNum, pageSize)
+	page, err := s.svc.VideoTasks(r.Context(), id, q.Get("filter.status"), pageNum, pageSize)
 	if err != nil {
 		return err
 	}
@@ -63,7 +62,7 @@ func (s *Server) cancelVideo(w http.ResponseWriter, r *http.Request, id *models.
 	if taskID == "" {
 		return models.Invalid("id is required: the video task to cancel")
 	}
-	t, err := s.opts.Jobs.CancelVideo(r.Context(), id, taskID)
+	t, err := s.svc.CancelVideo(r.Context(), id, taskID)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func redeemOnPage(t *testing.T, e *env, b *browser, email string) (string, *page
 	tenantID, _ := e.tenant("Acme 店铺", 50)
 	tpl := e.platformTemplate("海报模板", "poster-"+strings.Split(email, "@")[0])
 	credits := int64(7)
-	c, err := e.app.CreateClaimCode(context.Background(), tenantID, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	c, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}

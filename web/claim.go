@@ -74,7 +74,7 @@ func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, status, claimPage(p))
 		return
 	}
-	out, err := c.app.RedeemClaim(r.Context(), models.RedeemInput{Code: code, Nickname: p.Nickname, Email: p.Email})
+	out, err := c.svc.RedeemClaim(r.Context(), models.RedeemInput{Code: code, Nickname: p.Nickname, Email: p.Email})
 	if err != nil {
 		status := c.loadClaim(r, &p)
 		if status != http.StatusOK && status != http.StatusGone {
@@ -110,7 +110,7 @@ func (c *Console) claimPassword(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, claimPage(p))
 		return
 	}
-	u, err := c.app.SetFirstPassword(r.Context(), p.LoginToken, password)
+	u, err := c.svc.SetFirstPassword(r.Context(), p.LoginToken, password)
 	if err != nil {
 		status, msg := c.claimPasswordError(r, err)
 		p.Error = msg
@@ -144,15 +144,15 @@ func (c *Console) claimPasswordError(r *http.Request, err error) (int, string) {
 func (c *Console) claimView(code string) claimView {
 	ch := c.chrome(nil, "领取权益", "")
 	ch.Lang, ch.Home = "zh-CN", "/claim/"+code
-	return claimView{Chrome: ch, Code: code, FormToken: c.claimToken(code, c.app.Now()),
-		LoginURL: strings.TrimRight(c.app.Config.BaseURL, "/") + "/login"}
+	return claimView{Chrome: ch, Code: code, FormToken: c.claimToken(code, c.svc.Now()),
+		LoginURL: strings.TrimRight(c.svc.Config.BaseURL, "/") + "/login"}
 }
 
 // loadClaim fills the page from the code's preview and returns the page's status: 200 for an active or
 // used code (a buyer may redeem again with the same e-mail to see the sign-in details), 410 for a
 // disabled one, 404 for an unknown one.
 func (c *Console) loadClaim(r *http.Request, p *claimView) int {
-	prev, err := c.app.PreviewClaim(r.Context(), p.Code)
+	prev, err := c.svc.PreviewClaim(r.Context(), p.Code)
 	switch models.KindOf(err) {
 	case models.KindNotFound, models.KindInvalid:
 		p.State = "unknown"
@@ -192,7 +192,7 @@ func (c *Console) claimError(r *http.Request, err error, state string) (int, str
 // claimToken signs a redeem form for a code: "<expiry>.<signature>".
 func (c *Console) claimToken(code string, now time.Time) string {
 	exp := strconv.FormatInt(now.Add(claimFormTTL).Unix(), 10)
-	return exp + "." + base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "claim-form", []byte(code+"|"+exp)))
+	return exp + "." + base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "claim-form", []byte(code+"|"+exp)))
 }
 
 // checkClaimToken reports whether a posted token was signed for this code and has not expired.
@@ -202,9 +202,9 @@ func (c *Console) checkClaimToken(code, token string) bool {
 		return false
 	}
 	n, err := strconv.ParseInt(exp, 10, 64)
-	if err != nil || c.app.Now().Unix() > n {
+	if err != nil || c.svc.Now().Unix() > n {
 		return false
 	}
-	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "claim-form", []byte(code+"|"+exp)))
+	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "claim-form", []byte(code+"|"+exp)))
 	return models.EqualHash(sig, want)
 }

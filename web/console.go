@@ -12,7 +12,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"studio/jobs"
-	"studio/jobs/events"
 	"studio/models"
 	"studio/models/media"
 )
@@ -26,24 +25,20 @@ import (
 
 // ConsoleOptions carries what cmd/ wires into the console.
 type ConsoleOptions struct {
-	// Jobs submits generation jobs (the same path as POST /api/generate).
-	Jobs *jobs.Service
-	// Events streams job changes to the jobs page.
-	Events *events.Broker
 	// Media stores uploaded sample images (the same store as POST /api/upload-ref).
 	Media media.Store
 }
 
 // Console serves the console, the sign-in pages, the claim landing pages and the static files.
 type Console struct {
-	app  *models.App
+	svc  *jobs.Service // the front door of the core: every operation goes through it
 	opts ConsoleOptions
 	csp  string
 }
 
 // NewConsole returns the console over the core.
-func NewConsole(app *models.App, opts ConsoleOptions) *Console {
-	return &Console{app: app, opts: opts, csp: contentSecurityPolicy(app.Config.CDNURL)}
+func NewConsole(svc *jobs.Service, opts ConsoleOptions) *Console {
+	return &Console{svc: svc, opts: opts, csp: contentSecurityPolicy(svc.Config.CDNURL)}
 }
 
 // Register adds the console's routes to r.
@@ -201,7 +196,7 @@ func (c *Console) ownOrigin(r *http.Request, origin string) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	for _, own := range []string{"//" + r.Host, c.app.Config.BaseURL, c.app.Config.ClaimSiteURL} {
+	for _, own := range []string{"//" + r.Host, c.svc.Config.BaseURL, c.svc.Config.ClaimSiteURL} {
 		if o, err := url.Parse(own); err == nil && o.Host != "" && strings.EqualFold(o.Host, u.Host) {
 			return true
 		}
@@ -215,11 +210,11 @@ func (c *Console) session(r *http.Request) (*models.ConsoleSession, error) {
 	if err != nil {
 		return nil, models.Unauthenticated("not signed in")
 	}
-	return c.app.ResolveSession(r.Context(), ck.Value)
+	return c.svc.ResolveSession(r.Context(), ck.Value)
 }
 
 // secure reports whether cookies must be Secure: the service is reached over https.
-func (c *Console) secure() bool { return strings.HasPrefix(c.app.Config.BaseURL, "https://") }
+func (c *Console) secure() bool { return strings.HasPrefix(c.svc.Config.BaseURL, "https://") }
 
 // headers sets the headers of every HTML page: no caching, no framing, and a content security policy
 // that allows only this site's scripts and styles, and images from this site, data: URLs and the CDN.

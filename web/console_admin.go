@@ -32,12 +32,12 @@ func (c *Console) registerAdmin(r *mux.Router) {
 }
 
 // runAdmin runs one administrator action with a body and decodes its answer into out (when not nil).
-func (c *Console) runAdmin(r *http.Request, body map[string]any, out any) error {
+func (c *Console) runAdmin(r *http.Request, v *visit, body map[string]any, out any) error {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return models.Internal("admin: encode action", err)
 	}
-	res, err := c.app.Admin.Run(r.Context(), raw)
+	res, err := c.svc.Admin.Run(r.Context(), v.id, raw)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, v *visit
 		p.Chrome.Notice = notice(r)
 	}
 	var err error
-	if p.Tenants, err = c.app.Tenants(r.Context()); err != nil {
+	if p.Tenants, err = c.svc.Tenants(r.Context(), v.id); err != nil {
 		return err
 	}
 	c.render(w, r, status, tenantsPage(p))
@@ -105,7 +105,7 @@ func (c *Console) createTenant(w http.ResponseWriter, r *http.Request, v *visit)
 		Tenant struct{ ID, Name string } `json:"tenant"`
 		APIKey string                    `json:"api_key"`
 	}
-	if err := c.runAdmin(r, body, &out); err != nil {
+	if err := c.runAdmin(r, v, body, &out); err != nil {
 		status, msg := pageError(r, err)
 		return c.renderTenants(w, r, v, status, tenantsView{Form: f, Error: msg})
 	}
@@ -127,7 +127,7 @@ func (c *Console) changeTenant(w http.ResponseWriter, r *http.Request, v *visit)
 		if err != nil {
 			return fail(models.Invalid("credits must be a whole number; negative removes credits"))
 		}
-		if err := c.runAdmin(r, map[string]any{"action": "tenant-credit", "tenant_id": id, "credits": n}, nil); err != nil {
+		if err := c.runAdmin(r, v, map[string]any{"action": "tenant-credit", "tenant_id": id, "credits": n}, nil); err != nil {
 			return fail(err)
 		}
 		seeOther(w, r, adminPrefix, "tenant-credited")
@@ -135,18 +135,18 @@ func (c *Console) changeTenant(w http.ResponseWriter, r *http.Request, v *visit)
 		var out struct {
 			APIKey string `json:"api_key"`
 		}
-		if err := c.runAdmin(r, map[string]any{"action": "tenant-rekey", "tenant_id": id}, &out); err != nil {
+		if err := c.runAdmin(r, v, map[string]any{"action": "tenant-rekey", "tenant_id": id}, &out); err != nil {
 			return fail(err)
 		}
 		f := flash{For: id, Key: out.APIKey}
-		if t, err := c.app.Tenant(r.Context(), id); err == nil {
+		if t, err := c.svc.TenantByID(r.Context(), v.id, id); err == nil {
 			f.For = t.Name
 		}
 		c.setFlash(w, f)
 		seeOther(w, r, adminPrefix, "tenant-rekeyed")
 	case "bind":
 		body := map[string]any{"action": "tenant-bind", "tenant_id": id, "model": strings.TrimSpace(r.PostFormValue("model"))}
-		if err := c.runAdmin(r, body, nil); err != nil {
+		if err := c.runAdmin(r, v, body, nil); err != nil {
 			return fail(err)
 		}
 		seeOther(w, r, adminPrefix, "tenant-bound")
@@ -183,7 +183,7 @@ func (c *Console) upstreamsPage(w http.ResponseWriter, r *http.Request, v *visit
 	var out struct {
 		Upstreams []upstreamRow `json:"upstreams"`
 	}
-	if err := c.runAdmin(r, map[string]any{"action": "upstream-list"}, &out); err != nil {
+	if err := c.runAdmin(r, v, map[string]any{"action": "upstream-list"}, &out); err != nil {
 		return err
 	}
 	p := upstreamsView{Chrome: c.chrome(v, "Upstreams", adminPrefix+"/upstreams"), Upstreams: out.Upstreams}
@@ -197,7 +197,7 @@ func (c *Console) changeUpstream(w http.ResponseWriter, r *http.Request, v *visi
 	name := mux.Vars(r)["name"]
 	switch op := r.PostFormValue("op"); op {
 	case "disable", "enable":
-		if err := c.runAdmin(r, map[string]any{"action": "upstream-" + op, "name": name}, nil); err != nil {
+		if err := c.runAdmin(r, v, map[string]any{"action": "upstream-" + op, "name": name}, nil); err != nil {
 			return err
 		}
 		seeOther(w, r, adminPrefix+"/upstreams", "upstream-"+op+"d")
@@ -215,7 +215,7 @@ type adminClaimsView struct {
 
 // adminClaimsPage lists every claim code.
 func (c *Console) adminClaimsPage(w http.ResponseWriter, r *http.Request, v *visit) error {
-	codes, err := c.app.ClaimCodesFor(r.Context(), v.id)
+	codes, err := c.svc.ClaimCodesFor(r.Context(), v.id)
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func (c *Console) adminClaimsPage(w http.ResponseWriter, r *http.Request, v *vis
 
 // voidClaim voids a claim code (promo-claim-disable).
 func (c *Console) voidClaim(w http.ResponseWriter, r *http.Request, v *visit) error {
-	if err := c.runAdmin(r, map[string]any{"action": "promo-claim-disable", "code": mux.Vars(r)["code"]}, nil); err != nil {
+	if err := c.runAdmin(r, v, map[string]any{"action": "promo-claim-disable", "code": mux.Vars(r)["code"]}, nil); err != nil {
 		return err
 	}
 	seeOther(w, r, adminPrefix+"/claims", "claim-disabled")
@@ -261,7 +261,7 @@ func (c *Console) createInvitations(w http.ResponseWriter, r *http.Request, v *v
 		var out struct {
 			Codes []string `json:"codes"`
 		}
-		if err = c.runAdmin(r, map[string]any{"action": "invitation-create", "count": n}, &out); err == nil {
+		if err = c.runAdmin(r, v, map[string]any{"action": "invitation-create", "count": n}, &out); err == nil {
 			c.setFlash(w, flash{Codes: out.Codes})
 			seeOther(w, r, adminPrefix+"/invitations", "invitations-made")
 			return nil

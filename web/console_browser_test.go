@@ -18,6 +18,7 @@ import (
 
 	"studio/jobs/upstream/fakeupstream"
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 // Browser tests: Debian's headless Chromium driven by chromedp against a real server. They are skipped
@@ -412,7 +413,7 @@ func TestBrowserSignInDeviceAndMobileClaimPages(t *testing.T) {
 	tenantID, _ := e.tenant("Acme 店铺", 20)
 	tpl := e.platformTemplate("品牌海报", "brand-poster")
 	credits := int64(3)
-	code, err := e.app.CreateClaimCode(context.Background(), tenantID, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	code, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,21 +28,21 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, v *visit) er
 	p.Chrome.Notice = notice(r)
 	var err error
 	if v.id.May(models.CapTenantReports) {
-		if p.Pool, err = c.app.Pool(ctx, v.id.TenantID); err != nil {
+		if p.Pool, err = c.svc.Pool(ctx, v.id); err != nil {
 			return err
 		}
-		if p.Stats, err = c.app.TenantStats(ctx, v.id.TenantID, models.StatsDefaultHours); err != nil {
+		if p.Stats, err = c.svc.TenantStats(ctx, v.id, models.StatsDefaultHours); err != nil {
 			return err
 		}
-		if p.Usage, err = c.app.TenantUsage(ctx, v.id.TenantID, models.UsageDefaultDays); err != nil {
+		if p.Usage, err = c.svc.TenantUsage(ctx, v.id, models.UsageDefaultDays); err != nil {
 			return err
 		}
 		p.Chart = usageChart(p.Usage)
-	} else if p.Balance, err = c.app.Balance(ctx, v.id); err != nil {
+	} else if p.Balance, err = c.svc.Balance(ctx, v.id); err != nil {
 		return err
 	}
 	if v.id.May(models.CapClaims) {
-		if p.Claims, err = c.app.UserClaims(ctx, v.id); err != nil {
+		if p.Claims, err = c.svc.UserClaims(ctx, v.id); err != nil {
 			return err
 		}
 	}

@@ -100,7 +100,7 @@ func newEnv(t *testing.T, vars ...string) *env {
 func (e *env) admin(body map[string]any) map[string]any {
 	e.t.Helper()
 	raw, _ := json.Marshal(body)
-	out, err := e.app.Admin.Run(context.Background(), raw)
+	out, err := e.app.Admin.Run(context.Background(), models.Operator(), raw)
 	if err != nil {
 		e.t.Fatalf("admin %v: %v", body["action"], err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"studio/jobs/upstream/fakeupstream"
 	"studio/models"
+	"studio/models/modelstest"
 )
 
 // These tests drive the console over HTTP without a browser: sign-in, sessions, CSRF, permission
@@ -102,7 +103,7 @@ func TestSignInWithPasswordOpensAPersonalSession(t *testing.T) {
 	if err := e.app.DB.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := e.app.ChangePassword(context.Background(), u.ID, "", "correct horse"); err != nil {
+	if err := e.app.ChangePassword(context.Background(), modelstest.User(u.ID), "", "correct horse"); err != nil {
 		t.Fatal(err)
 	}
 	b := e.browser()
@@ -145,7 +146,7 @@ func TestCSRFIsCheckedOnEveryPost(t *testing.T) {
 			if p.Status != http.StatusForbidden {
 				t.Fatalf("status %d, want 403: %s", p.Status, excerpt(p.Body))
 			}
-			if accs, _ := e.app.Accounts(context.Background(), mustTenant(t, e, key)); len(accs) != 0 {
+			if accs, _ := e.app.Accounts(context.Background(), modelstest.Tenant(mustTenant(t, e, key))); len(accs) != 0 {
 				t.Fatalf("a member was created by a refused post: %+v", accs)
 			}
 		})
@@ -212,7 +213,7 @@ func TestKeyChangesEndSessionsAtOnce(t *testing.T) {
 	if p := member.get("/console/jobs"); p.Status != 200 {
 		t.Fatalf("member jobs = %d", p.Status)
 	}
-	accs, _ := e.app.Accounts(context.Background(), tenantID)
+	accs, _ := e.app.Accounts(context.Background(), modelstest.Tenant(tenantID))
 	if p := tenant.post("/console/members/"+accs[0].ID, url.Values{"csrf": {csrf}, "op": {"disable"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("disable = %d: %s", p.Status, excerpt(p.Body))
 	}
@@ -249,13 +250,13 @@ func TestSignOutEndsTheSession(t *testing.T) {
 func TestPermissionBoundaries(t *testing.T) {
 	e := newEnv(t)
 	tenantID, tenantKey := e.tenant("Acme", 10)
-	acc, err := e.app.CreateAccount(context.Background(), tenantID, models.AccountInput{Email: "m@example.com"})
+	acc, err := e.app.CreateAccount(context.Background(), modelstest.Tenant(tenantID), models.AccountInput{Email: "m@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	claimTpl := e.platformTemplate("海报", "poster")
 	credits := int64(2)
-	code, err := e.app.CreateClaimCode(context.Background(), tenantID, models.ClaimInput{TemplateIDs: []string{claimTpl}, Credits: &credits})
+	code, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{claimTpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,11 +322,11 @@ func TestPermissionBoundaries(t *testing.T) {
 		})
 	}
 	// Nothing the refused posts asked for happened.
-	accs, _ := e.app.Accounts(context.Background(), tenantID)
+	accs, _ := e.app.Accounts(context.Background(), modelstest.Tenant(tenantID))
 	if len(accs) != 1 || *accs[0].APIKey != *acc.APIKey {
 		t.Errorf("members changed by refused posts: %+v", accs)
 	}
-	tenants, _ := e.app.Tenants(context.Background())
+	tenants, _ := e.app.Tenants(context.Background(), models.Operator())
 	if len(tenants) != 1 {
 		t.Errorf("a tenant was created by a refused post: %d tenants", len(tenants))
 	}
@@ -371,7 +372,7 @@ func TestClaimPages(t *testing.T) {
 	tpl := e.platformTemplate("海报模板", "poster")
 	credits := int64(7)
 	mk := func() string {
-		c, err := e.app.CreateClaimCode(context.Background(), tenantID, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits,
+		c, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits,
 			TutorialPDFURL: "https://cdn.example.com/tutorial.pdf"})
 		if err != nil {
 			t.Fatal(err)
@@ -439,7 +440,7 @@ func (e *env) forgeClaimToken() string {
 	tenantID, _ := e.tenant("Other", 5)
 	tpl := e.platformTemplate("其他", "other-template")
 	credits := int64(1)
-	c, err := e.app.CreateClaimCode(context.Background(), tenantID, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	c, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -575,7 +576,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if p := b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"credit"}, "credits": {"-5"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("credit = %d: %s", p.Status, excerpt(p.Body))
 	}
-	if pool, _ := e.app.Pool(context.Background(), id.TenantID); pool.Balance != 25 {
+	if pool, _ := e.app.Pool(context.Background(), id); pool.Balance != 25 {
 		t.Fatalf("balance after -5 = %d, want 25", pool.Balance)
 	}
 	if p := b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"bind"}, "model": {"gen2"}}); p.Status != http.StatusSeeOther {
@@ -584,7 +585,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if p := b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"bind"}, "model": {"no-such-family"}}); p.Status != 400 {
 		t.Fatalf("bind to an unknown family = %d, want 400", p.Status)
 	}
-	if tn, _ := e.app.Tenant(context.Background(), id.TenantID); tn.Binding != "gen2" {
+	if tn, _ := e.app.TenantSettings(context.Background(), id); tn.Binding != "gen2" {
 		t.Fatalf("binding = %q", tn.Binding)
 	}
 	p = b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"rekey"}})
@@ -612,7 +613,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 
 	tpl := e.platformTemplate("海报", "poster")
 	credits := int64(3)
-	code, err := e.app.CreateClaimCode(context.Background(), id.TenantID, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	code, err := e.app.CreateClaimCode(context.Background(), id, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,7 +699,7 @@ func TestTenantHooksSettingsAndSampleUpload(t *testing.T) {
 	}
 
 	// The callback secret.
-	tn, _ := e.app.Tenant(context.Background(), tenantID)
+	tn, _ := e.app.TenantSettings(context.Background(), modelstest.Tenant(tenantID))
 	if s := b.get("/console/settings"); !strings.Contains(s.Body, tn.CallbackSecret) || !strings.HasPrefix(tn.CallbackSecret, "whsec_") {
 		t.Fatalf("settings do not show the whsec_ secret: %s", excerpt(s.Body))
 	}

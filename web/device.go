@@ -25,7 +25,7 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request) {
 	p := s.devicePage(w, r, r.URL.Query().Get("user_code"))
 	status := http.StatusOK
 	if p.UserCode != "" {
-		if _, err := s.app.PendingDevice(r.Context(), p.UserCode); err != nil {
+		if _, err := s.svc.PendingDevice(r.Context(), p.UserCode); err != nil {
 			status, p.Error = errorMessage(r, err)
 		}
 	}
@@ -50,7 +50,7 @@ func (s *Server) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 	if u := s.sessionUser(r); u != nil {
 		userID = u.ID
 	} else if approve {
-		u, err := s.app.Authenticate(r.Context(), r.PostFormValue("email"), r.PostFormValue("password"), clientAddr(r))
+		u, err := s.svc.Authenticate(r.Context(), r.PostFormValue("email"), r.PostFormValue("password"), clientAddr(r))
 		if err != nil {
 			status, msg := errorMessage(r, err)
 			p.Error = msg
@@ -59,7 +59,7 @@ func (s *Server) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		userID = u.ID
 	}
-	if err := s.app.DecideDevice(r.Context(), p.UserCode, userID, approve); err != nil {
+	if err := s.svc.DecideDevice(r.Context(), p.UserCode, userID, approve); err != nil {
 		status, msg := errorMessage(r, err)
 		p.Error = msg
 		s.render(w, r, status, p)
@@ -88,7 +88,7 @@ func (s *Server) devicePage(w http.ResponseWriter, r *http.Request, userCode str
 	}
 	p.SignInURL = "/login?next=" + url.QueryEscape(back)
 	p.CodeURL = codeLink(back)
-	if s.app.OIDCEnabled() {
+	if s.svc.OIDCEnabled() {
 		p.OIDCURL = "/api/auth/oidc/start?return=" + url.QueryEscape(back)
 	}
 	return p

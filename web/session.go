@@ -67,10 +67,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	)
 	switch p.Method {
 	case "password":
-		cookie, err = c.app.StartPasswordSession(r.Context(), p.Email, r.PostFormValue("password"), clientAddress(r))
+		cookie, err = c.svc.StartPasswordSession(r.Context(), p.Email, r.PostFormValue("password"), clientAddress(r))
 	default:
 		p.Method = "key"
-		cookie, err = c.app.StartKeySession(r.Context(), r.PostFormValue("key"), clientAddress(r))
+		cookie, err = c.svc.StartKeySession(r.Context(), r.PostFormValue("key"), clientAddress(r))
 	}
 	if err != nil {
 		status, msg := pageError(r, err)
@@ -80,7 +80,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	c.setSessionCookie(w, cookie)
 	target := consolePrefix
-	if sess, err := c.app.ResolveSession(r.Context(), cookie); err == nil {
+	if sess, err := c.svc.ResolveSession(r.Context(), cookie); err == nil {
 		target = returnPath(p.Next, &sess.Identity)
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
@@ -133,7 +133,7 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.PostFormValue("step") != "reset" {
-		if err := c.app.SendSignInCode(r.Context(), p.Email, clientAddress(r)); err != nil {
+		if err := c.svc.SendSignInCode(r.Context(), p.Email, clientAddress(r)); err != nil {
 			fail(pageError(r, err))
 			return
 		}
@@ -148,12 +148,12 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "The two passwords differ. Type the new password twice.")
 		return
 	}
-	u, err := c.app.ResetPassword(r.Context(), p.Email, r.PostFormValue("code"), r.PostFormValue("password"), clientAddress(r))
+	u, err := c.svc.ResetPassword(r.Context(), p.Email, r.PostFormValue("code"), r.PostFormValue("password"), clientAddress(r))
 	if err != nil {
 		fail(pageError(r, err))
 		return
 	}
-	cookie, err := c.app.StartUserSession(r.Context(), u.ID)
+	cookie, err := c.svc.StartUserSession(r.Context(), u.ID)
 	if err != nil {
 		fail(pageError(r, err))
 		return
@@ -165,7 +165,7 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 // signOut ends the session and clears its cookie.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, _ *visit) error {
 	if ck, err := r.Cookie(models.SessionCookie); err == nil {
-		if err := c.app.EndSession(r.Context(), ck.Value); err != nil {
+		if err := c.svc.EndSession(r.Context(), ck.Value); err != nil {
 			return err
 		}
 	}
@@ -225,7 +225,7 @@ func (c *Console) formToken(w http.ResponseWriter, r *http.Request) string {
 		http.SetCookie(w, &http.Cookie{Name: formCookie, Value: value, Path: "/", HttpOnly: true, Secure: c.secure(),
 			SameSite: http.SameSiteLaxMode})
 	}
-	return base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "signin-form", []byte(value)))
+	return base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "signin-form", []byte(value)))
 }
 
 // checkFormToken reports whether the posted form token matches the browser's pre-session cookie.
@@ -234,7 +234,7 @@ func (c *Console) checkFormToken(r *http.Request) bool {
 	if err != nil || len(ck.Value) < 32 {
 		return false
 	}
-	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.app.Secret, "signin-form", []byte(ck.Value)))
+	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "signin-form", []byte(ck.Value)))
 	return models.EqualHash(r.PostFormValue("form_token"), want)
 }
 

@@ -12,16 +12,17 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"studio/jobs"
 	"studio/models"
 )
 
 // Server is the browser surface.
 type Server struct {
-	app *models.App
+	svc *jobs.Service
 }
 
 // New returns the browser surface over the core.
-func New(app *models.App) *Server { return &Server{app: app} }
+func New(svc *jobs.Service) *Server { return &Server{svc: svc} }
 
 // Register adds the page routes to r.
 func (s *Server) Register(r *mux.Router) {
@@ -57,11 +58,11 @@ func (s *Server) checkCSRF(r *http.Request) bool {
 }
 
 func (s *Server) sign(v string) string {
-	return base64.RawURLEncoding.EncodeToString(models.Sign(s.app.Secret, "csrf", []byte(v)))
+	return base64.RawURLEncoding.EncodeToString(models.Sign(s.svc.Secret, "csrf", []byte(v)))
 }
 
 // secure reports whether cookies must be Secure: the service is reached over https.
-func (s *Server) secure() bool { return strings.HasPrefix(s.app.Config.BaseURL, "https://") }
+func (s *Server) secure() bool { return strings.HasPrefix(s.svc.Config.BaseURL, "https://") }
 
 // sessionUser returns the personal account of the browser's session cookie, or nil.
 func (s *Server) sessionUser(r *http.Request) *models.User {
@@ -69,7 +70,7 @@ func (s *Server) sessionUser(r *http.Request) *models.User {
 	if err != nil {
 		return nil
 	}
-	u, err := s.app.SessionUser(r.Context(), c.Value)
+	u, err := s.svc.SessionUser(r.Context(), c.Value)
 	if err != nil {
 		return nil
 	}

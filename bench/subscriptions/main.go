@@ -142,7 +142,7 @@ func runServer(dbFlag string, subs, conns, rate int, proto string) error {
 	}
 	defer svc.Events.Stop()
 
-	raw, err := svc.App.Admin.Run(ctx, []byte(`{"action":"tenant-create","name":"Bench","credits":100000000}`))
+	raw, err := svc.App.Admin.Run(ctx, models.Operator(), []byte(`{"action":"tenant-create","name":"Bench","credits":100000000}`))
 	if err != nil {
 		return err
 	}

@@ -130,17 +130,17 @@ func (s *Service) Handler(opts Options) http.Handler {
 		return s.handler
 	}
 	r := mux.NewRouter()
-	ro := rest.Options{CLIGuide: opts.CLIGuide, Jobs: s.Jobs, Media: s.Media}
+	ro := rest.Options{CLIGuide: opts.CLIGuide, Media: s.Media}
 	if s.App.Config.MetricsAddr == "" {
 		ro.Metrics = s.MetricsHandler()
 	}
 	if l, ok := s.Media.(*media.Local); ok {
 		ro.MediaHandler = l.Handler()
 	}
-	rest.New(s.App, ro).Register(r)
-	r.Handle(graph.Path, graph.NewHandler(s.App, graph.Options{Jobs: s.Jobs, Events: s.Events}))
-	web.New(s.App).Register(r)
-	web.NewConsole(s.App, web.ConsoleOptions{Jobs: s.Jobs, Events: s.Events, Media: s.Media}).Register(r)
+	rest.New(s.Jobs, ro).Register(r)
+	r.Handle(graph.Path, graph.NewHandler(s.Jobs, graph.Options{}))
+	web.New(s.Jobs).Register(r)
+	web.NewConsole(s.Jobs, web.ConsoleOptions{Media: s.Media}).Register(r)
 	s.handler = s.withMiddleware(r)
 	return s.handler
 }

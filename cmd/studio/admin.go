@@ -88,7 +88,7 @@ func runAdmin(c *cobra.Command, body map[string]any) error {
 	}
 	defer svc.Close()
 	raw, _ := json.Marshal(body)
-	out, err := svc.App.Admin.Run(ctx, raw)
+	out, err := svc.App.Admin.Run(ctx, models.Operator(), raw)
 	if err != nil {
 		return err
 	}

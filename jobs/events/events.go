@@ -408,6 +408,9 @@ func (f *jobFollower) offer(v models.JobView) bool {
 // when ctx ends. A job the identity may not see is KindNotFound, as for GET /api/jobs?id=. No goroutine
 // is kept per stream: the delivery loop sends into the returned channel.
 func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
+	}
 	f := &jobFollower{stream: newStream[models.JobView](b.opts.QueueLimit)}
 	sub := &subscription{key: eventKey{models.TopicJob, jobID}, deliver: f.push}
 	b.subscribe(sub) // subscribe before reading, so that no change in between is lost
@@ -472,8 +475,8 @@ func (f *jobsFollower) push(v any) bool {
 // FollowJobs streams every change of the image jobs the identity may see (a tenant key: its tenant's
 // jobs; a member key or a personal login: its own), until ctx ends.
 func (b *Broker) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *models.JobView, error) {
-	if !id.Is(models.IdentityTenant, models.IdentityAccount, models.IdentityUser) {
-		return nil, models.Forbidden("only tenant keys, member keys and personal logins have jobs to follow")
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
 	}
 	f := &jobsFollower{stream: newStream[models.JobView](b.opts.QueueLimit), sent: newLastSeen[models.JobView]()}
 	sub := &subscription{key: eventKey{models.TopicJob, ""}, deliver: f.push,
@@ -533,6 +536,9 @@ func (f *videoFollower) offer(v models.VideoTaskView) bool {
 // image job: its current state first, then each change; the stream is closed after the task ends (done,
 // failed or cancelled). A task the identity may not see is KindNotFound, as for GET /api/videos?id=.
 func (b *Broker) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
+	}
 	f := &videoFollower{stream: newStream[models.VideoTaskView](b.opts.QueueLimit)}
 	sub := &subscription{key: eventKey{models.TopicVideo, taskID}, deliver: f.push}
 	b.subscribe(sub)

@@ -88,8 +88,8 @@ func checkChatBody(body []byte) (includeUsage bool, err error) {
 // caller answers with it. A failure after the answer started is logged and ends a stream with an
 // error event in place of data: [DONE].
 func (rl *Relay) Completions(ctx context.Context, id *models.Identity, body []byte, w http.ResponseWriter) error {
-	if !id.Is(calls.Generating...) {
-		return models.Forbidden("only tenant keys, member keys and personal logins can chat")
+	if err := id.Require(models.CapGenerate); err != nil {
+		return err
 	}
 	includeUsage, err := checkChatBody(body)
 	if err != nil {
@@ -525,8 +525,8 @@ func containsString(list []string, s string) bool {
 // Agent answers POST /api/chat: one completion routed like the relay, free of credits and counted in
 // usage with the caller's X-CS-Agent as the agent.
 func (rl *Relay) Agent(ctx context.Context, id *models.Identity, req AgentRequest) (*AgentReply, error) {
-	if !id.Is(calls.Generating...) {
-		return nil, models.Forbidden("only tenant keys, member keys and personal logins can chat")
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
 	}
 	msgs, err := req.messages()
 	if err != nil {

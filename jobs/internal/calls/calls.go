@@ -13,9 +13,6 @@ import (
 	"studio/models"
 )
 
-// Generating lists the identities that may generate (copy, chat, image reading).
-var Generating = []models.IdentityKind{models.IdentityTenant, models.IdentityAccount, models.IdentityUser}
-
 // ChatRoute routes chat calls: any chat upstream, no capability. Tenant bindings name image or video
 // families and do not apply to chat.
 var ChatRoute = routing.Request{Media: upstream.MediaChat}
