@@ -111,7 +111,7 @@ func TestErrorCodesAndPermissions(t *testing.T) {
 	}{
 		{"no credential", "", `{ balance { credits } }`, nil, "UNAUTHENTICATED", "missing credentials"},
 		{"unknown key", "sk-studio-AAAAAAAAAAAAAAAAAAAAAAAA", `{ balance { credits } }`, nil, "UNAUTHENTICATED", "invalid API key"},
-		{"member key on tenantPool", member, `{ tenantPool { balance } }`, nil, "FORBIDDEN", "a member account key cannot use tenantPool"},
+		{"member key on tenantPool", member, `{ tenantPool { balance } }`, nil, "FORBIDDEN", "a member account key cannot read the tenant's pool, statistics or usage; use the tenant key"},
 		{"member key on accounts", member, `{ accounts { id } }`, nil, "FORBIDDEN", ""},
 		{"member key on tenantStats", member, `{ tenantStats { windowHours } }`, nil, "FORBIDDEN", ""},
 		{"member key creates a template", member, `mutation { createTemplate(input: {type: image, zhName: "x", generationConfigs: []}) { id } }`, nil, "FORBIDDEN", ""},

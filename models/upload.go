@@ -64,6 +64,10 @@ func CheckWorkspaceID(ws string) error {
 	return nil
 }
 
+// MayUpload answers whether the identity may upload files (403 when not), before the surface reads an
+// upload's body: a refused caller's file is never streamed to the store. UploadFile checks again.
+func (a *App) MayUpload(id *Identity) error { return id.Require(CapGenerate) }
+
 // uploadOwner returns the owner columns of an upload by the identity.
 func uploadOwner(id *Identity) (kind, ownerID string, err error) {
 	switch id.Kind {

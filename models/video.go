@@ -565,6 +565,12 @@ func (a *App) FailVideoTask(ctx context.Context, taskID, reason string) (bool, e
 // transaction, and returns it as it was when cancelled (with its upstream, for the caller to cancel
 // there too). An ended task is KindConflict; a task the identity may not see is not found.
 func (a *App) CancelVideoTask(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
+	if taskID == "" {
+		return nil, Invalid("id is required: the video task to cancel")
+	}
 	var t VideoTask
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		err := jobScope(tx, id).First(&t, "id = ?", taskID).Error

@@ -55,6 +55,9 @@ func uploadAnswer(u *models.Upload) uploadResponse {
 // after `file`: before, the file is streamed straight into the workspace's folder; after, the stored
 // file is moved there. Other fields are ignored.
 func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
+	if err := s.svc.MayUpload(id); err != nil {
+		return err
+	}
 	body := newUploadBody(w, http.MaxBytesReader(w, r.Body, maxUploadBody))
 	r.Body = body
 	mr, err := r.MultipartReader()

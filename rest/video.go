@@ -58,11 +58,7 @@ func (s *Server) videos(w http.ResponseWriter, r *http.Request, id *models.Ident
 }
 
 func (s *Server) cancelVideo(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	taskID := r.URL.Query().Get("id")
-	if taskID == "" {
-		return models.Invalid("id is required: the video task to cancel")
-	}
-	t, err := s.svc.CancelVideo(r.Context(), id, taskID)
+	t, err := s.svc.CancelVideo(r.Context(), id, r.URL.Query().Get("id"))
 	if err != nil {
 		return err
 	}
