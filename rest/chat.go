@@ -37,6 +37,6 @@ func (s *Server) agentChat(w http.ResponseWriter, r *http.Request, id *models.Id
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, reply)
+	writeOK(w, reply)
 	return nil
 }

@@ -471,7 +471,6 @@ type AgentRequest struct {
 
 // AgentReply is the answer of POST /api/chat.
 type AgentReply struct {
-	OK      bool             `json:"ok"`
 	Message upstream.Message `json:"message"`
 }
 
@@ -548,7 +547,7 @@ func (rl *Relay) Agent(ctx context.Context, id *models.Identity, req AgentReques
 		return nil, calls.Error(ctx, err, "chat")
 	}
 	rl.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
-	return &AgentReply{OK: true, Message: upstream.Message{Role: "assistant", Content: answer}}, nil
+	return &AgentReply{Message: upstream.Message{Role: "assistant", Content: answer}}, nil
 }
 
 // Models returns what the OpenAI-style GET /api/models lists: service-auto, the only model the relay
