@@ -104,9 +104,9 @@ func (r *Resolver) initConnection(ctx context.Context, payload transport.InitPay
 		slog.ErrorContext(ctx, "graphql: authenticate WebSocket connection", "err", err)
 		return refuse(ctx, closeInternalError, "internal error"), nil, errors.New("internal error")
 	}
-	// Subscriptions follow jobs and video tasks: an identity that may not generate has nothing to follow,
-	// and its connection is refused at once (graphql-transport-ws close code 4403).
-	if err := id.Require(models.CapGenerate); err != nil {
+	// Subscriptions follow jobs and video tasks: an identity with nothing to follow has its connection
+	// refused at once (graphql-transport-ws close code 4403).
+	if err := r.svc.MayFollow(id); err != nil {
 		return refuse(ctx, closeForbidden, "Forbidden"), nil, err
 	}
 	ctx = withCredentials(ctx, &credentials{key: c.key, agent: c.agent, perOperation: true})

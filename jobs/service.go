@@ -254,6 +254,10 @@ func (s *Service) ChatModels(id *models.Identity) ([]string, error) {
 	return s.relay.Models(), nil
 }
 
+// MayFollow answers whether the identity has jobs and video tasks to follow (403 when not), before a
+// WebSocket connection is accepted; each Follow operation checks again.
+func (s *Service) MayFollow(id *models.Identity) error { return id.Require(models.CapGenerate) }
+
 // FollowJob streams one image job's changes (events.Broker.FollowJob).
 func (s *Service) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
 	return s.Events.FollowJob(ctx, id, jobID)
