@@ -731,6 +731,20 @@ func jobScope(tx *gorm.DB, id *Identity) *gorm.DB {
 	return tx.Where("1 = 0")
 }
 
+// VisibleTo is jobScope's rule applied to one row in memory: the event broker matches a change against
+// every open `jobs` subscription with it, without a query per subscription.
+func (j *Job) VisibleTo(id *Identity) bool {
+	switch id.Kind {
+	case IdentityTenant:
+		return j.TenantID != nil && *j.TenantID == id.TenantID
+	case IdentityAccount:
+		return j.AccountID != nil && *j.AccountID == id.AccountID
+	case IdentityUser:
+		return j.UserID != nil && *j.UserID == id.UserID
+	}
+	return false
+}
+
 // JobFor returns a job the identity may see; any other is not found.
 func (a *App) JobFor(ctx context.Context, id *Identity, jobID string) (*Job, error) {
 	if err := id.Require(CapGenerate); err != nil {

@@ -360,20 +360,23 @@ func (s *stream[T]) send(v *T) {
 	}
 }
 
-// jobFollower turns the reloaded rows of one job into the stream of its public states.
-type jobFollower struct {
+// follower turns the reloaded rows (R) of one job or video task into the stream of its public states (V).
+type follower[R, V any] struct {
 	mu      sync.Mutex
-	stream  *stream[models.JobView]
-	last    models.JobView
-	ready   bool          // the current state was sent; until then rows wait in pending
-	pending []*models.Job // rows reloaded while the current state was being read
+	stream  *stream[V]
+	last    V
+	ready   bool // the current state was sent; until then rows wait in pending
+	pending []*R // rows reloaded while the current state was being read
 	ended   bool
+	view    func(*R) V
+	newer   func(last, v *V) bool // v is a later, different state than last
+	done    func(v *V) bool       // v is a final state
 }
 
 // push takes a reloaded row: held back until the current state is sent, then sent if it is a later,
-// different state. It reports true once the job ended (the stream is then closed) or nobody reads.
-func (f *jobFollower) push(v any) bool {
-	j := v.(*models.Job)
+// different state. It reports true once the stream ended (it is then closed) or nobody reads.
+func (f *follower[R, V]) push(v any) bool {
+	row := v.(*R)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ended {
@@ -383,55 +386,52 @@ func (f *jobFollower) push(v any) bool {
 		if len(f.pending) == cap(f.stream.out) {
 			f.pending = slices.Delete(f.pending, 0, 1)
 		}
-		f.pending = append(f.pending, j)
+		f.pending = append(f.pending, row)
 		return false
 	}
-	return f.offer(j.View())
+	return f.offer(f.view(row))
 }
 
 // offer sends v unless it is not newer than the last state sent; the caller holds f.mu.
-func (f *jobFollower) offer(v models.JobView) bool {
-	if !newerJob(&f.last, &v) {
+func (f *follower[R, V]) offer(v V) bool {
+	if !f.newer(&f.last, &v) {
 		return false
 	}
 	f.last = v
-	f.stream.send(&v)
-	if jobEnded(v.Status) {
-		f.ended = true
-		close(f.stream.out)
-	}
+	f.send(v)
 	return f.ended
 }
 
-// FollowJob streams the public state of a job the identity may see: first its current state, then each
-// change in order (states already sent are skipped); the stream is closed after the job ends. It stops
-// when ctx ends. A job the identity may not see is KindNotFound, as for GET /api/jobs?id=. No goroutine
-// is kept per stream: the delivery loop sends into the returned channel.
-func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
-	if err := id.Require(models.CapGenerate); err != nil {
-		return nil, err
+// send sends v and closes the stream after a final state; the caller holds f.mu.
+func (f *follower[R, V]) send(v V) {
+	f.stream.send(&v)
+	if f.done(&v) {
+		f.ended = true
+		close(f.stream.out)
 	}
-	f := &jobFollower{stream: newStream[models.JobView](b.opts.QueueLimit)}
-	sub := &subscription{key: eventKey{models.TopicJob, jobID}, deliver: f.push}
-	b.subscribe(sub) // subscribe before reading, so that no change in between is lost
-	j, err := models.ReadJobFor(ctx, b.db, id, jobID)
+}
+
+// follow streams one row's public states: it subscribes to key before reading the current state (so
+// that no change in between is lost), sends that state first, then each later change; the stream is
+// closed after a final state, and it stops when ctx ends. No goroutine is kept per stream: the delivery
+// loop sends into the returned channel.
+func follow[R, V any](ctx context.Context, b *Broker, key eventKey, f *follower[R, V], read func() (*R, error)) (<-chan *V, error) {
+	f.stream = newStream[V](b.opts.QueueLimit)
+	sub := &subscription{key: key, deliver: f.push}
+	b.subscribe(sub)
+	row, err := read()
 	if err != nil {
 		b.unsubscribe(sub)
 		return nil, err
 	}
 	f.mu.Lock()
-	f.last = j.View()
-	current := f.last
-	f.stream.send(&current)
-	if jobEnded(current.Status) {
-		f.ended = true
-		close(f.stream.out)
-	}
+	f.last = f.view(row)
+	f.send(f.last)
 	for _, p := range f.pending {
 		if f.ended {
 			break
 		}
-		f.offer(p.View())
+		f.offer(f.view(p))
 	}
 	f.ready, f.pending = true, nil
 	ended := f.ended
@@ -447,6 +447,34 @@ func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID strin
 		f.mu.Unlock()
 	})
 	return f.stream.out, nil
+}
+
+// FollowJob streams the public state of a job the identity may see: first its current state, then each
+// change in order (states already sent are skipped); the stream is closed after the job ends. It stops
+// when ctx ends. A job the identity may not see is KindNotFound, as for GET /api/jobs?id=.
+func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
+	}
+	f := &follower[models.Job, models.JobView]{view: (*models.Job).View, newer: newerJob,
+		done: func(v *models.JobView) bool { return jobEnded(v.Status) }}
+	return follow(ctx, b, eventKey{models.TopicJob, jobID}, f, func() (*models.Job, error) {
+		return models.ReadJobFor(ctx, b.db, id, jobID)
+	})
+}
+
+// FollowVideo streams the public state of a video task the identity may see, as FollowJob does for an
+// image job: its current state first, then each change; the stream is closed after the task ends (done,
+// failed or cancelled). A task the identity may not see is KindNotFound, as for GET /api/videos?id=.
+func (b *Broker) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
+	}
+	f := &follower[models.VideoTask, models.VideoTaskView]{view: (*models.VideoTask).View, newer: newerVideo,
+		done: func(v *models.VideoTaskView) bool { return videoEnded(v.Status) }}
+	return follow(ctx, b, eventKey{models.TopicVideo, taskID}, f, func() (*models.VideoTask, error) {
+		return models.ReadVideoTaskFor(ctx, b.db, id, taskID)
+	})
 }
 
 // jobsFollower turns the reloaded rows of every job an identity may see into a stream of states.
@@ -480,94 +508,8 @@ func (b *Broker) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *m
 	}
 	f := &jobsFollower{stream: newStream[models.JobView](b.opts.QueueLimit), sent: newLastSeen[models.JobView]()}
 	sub := &subscription{key: eventKey{models.TopicJob, ""}, deliver: f.push,
-		filter: func(v any) bool { return jobVisibleTo(v.(*models.Job), id) }}
+		filter: func(v any) bool { return v.(*models.Job).VisibleTo(id) }}
 	b.subscribe(sub)
-	context.AfterFunc(ctx, func() {
-		b.unsubscribe(sub)
-		f.mu.Lock()
-		f.ended = true
-		f.mu.Unlock()
-	})
-	return f.stream.out, nil
-}
-
-// videoFollower turns the reloaded rows of one video task into the stream of its public states.
-type videoFollower struct {
-	mu      sync.Mutex
-	stream  *stream[models.VideoTaskView]
-	last    models.VideoTaskView
-	ready   bool
-	pending []*models.VideoTask
-	ended   bool
-}
-
-func (f *videoFollower) push(v any) bool {
-	t := v.(*models.VideoTask)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ended {
-		return true
-	}
-	if !f.ready {
-		if len(f.pending) == cap(f.stream.out) {
-			f.pending = slices.Delete(f.pending, 0, 1)
-		}
-		f.pending = append(f.pending, t)
-		return false
-	}
-	return f.offer(t.View())
-}
-
-// offer sends v unless it is not newer than the last state sent; the caller holds f.mu.
-func (f *videoFollower) offer(v models.VideoTaskView) bool {
-	if !newerVideo(&f.last, &v) {
-		return false
-	}
-	f.last = v
-	f.stream.send(&v)
-	if videoEnded(v.Status) {
-		f.ended = true
-		close(f.stream.out)
-	}
-	return f.ended
-}
-
-// FollowVideo streams the public state of a video task the identity may see, as FollowJob does for an
-// image job: its current state first, then each change; the stream is closed after the task ends (done,
-// failed or cancelled). A task the identity may not see is KindNotFound, as for GET /api/videos?id=.
-func (b *Broker) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
-	if err := id.Require(models.CapGenerate); err != nil {
-		return nil, err
-	}
-	f := &videoFollower{stream: newStream[models.VideoTaskView](b.opts.QueueLimit)}
-	sub := &subscription{key: eventKey{models.TopicVideo, taskID}, deliver: f.push}
-	b.subscribe(sub)
-	t, err := models.ReadVideoTaskFor(ctx, b.db, id, taskID)
-	if err != nil {
-		b.unsubscribe(sub)
-		return nil, err
-	}
-	f.mu.Lock()
-	f.last = t.View()
-	current := f.last
-	f.stream.send(&current)
-	if videoEnded(current.Status) {
-		f.ended = true
-		close(f.stream.out)
-	}
-	for _, p := range f.pending {
-		if f.ended {
-			break
-		}
-		f.offer(p.View())
-	}
-	f.ready, f.pending = true, nil
-	ended := f.ended
-	f.mu.Unlock()
-	if ended {
-		b.unsubscribe(sub)
-		return f.stream.out, nil
-	}
 	context.AfterFunc(ctx, func() {
 		b.unsubscribe(sub)
 		f.mu.Lock()
@@ -588,20 +530,6 @@ func newerVideo(last, v *models.VideoTaskView) bool {
 	}
 	return v.Status != last.Status || v.Progress != last.Progress || v.VideoURL != last.VideoURL ||
 		!equalStrPtr(v.Error, last.Error) || v.UpdatedAt.After(last.UpdatedAt)
-}
-
-// jobVisibleTo is the ownership rule of the job listing (models.Jobs) applied to one row in memory, so
-// that a change is matched against every open `jobs` subscription without a query per subscription.
-func jobVisibleTo(j *models.Job, id *models.Identity) bool {
-	switch id.Kind {
-	case models.IdentityTenant:
-		return j.TenantID != nil && *j.TenantID == id.TenantID
-	case models.IdentityAccount:
-		return j.AccountID != nil && *j.AccountID == id.AccountID
-	case models.IdentityUser:
-		return j.UserID != nil && *j.UserID == id.UserID
-	}
-	return false
 }
 
 func jobEnded(status string) bool { return status == models.JobDone || status == models.JobFailed }
