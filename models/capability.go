@@ -67,7 +67,7 @@ var permissions = map[Capability]permission{
 }
 
 // May reports whether the identity holds the capability.
-func (id *Identity) May(c Capability) bool { return id != nil && id.Is(permissions[c].holders...) }
+func (id *Identity) May(c Capability) bool { return id != nil && id.is(permissions[c].holders...) }
 
 // Require returns nil when the identity holds the capability, else KindForbidden (403) saying what was
 // refused and which credential to use instead.

@@ -49,8 +49,9 @@ func (id *Identity) Owner() string {
 	return "admin"
 }
 
-// Is reports whether the identity is one of kinds.
-func (id *Identity) Is(kinds ...IdentityKind) bool {
+// is reports whether the identity is one of kinds; the permission table (capability.go) is its only user:
+// the rest of the code asks May or Require.
+func (id *Identity) is(kinds ...IdentityKind) bool {
 	for _, k := range kinds {
 		if id.Kind == k {
 			return true
