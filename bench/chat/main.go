@@ -82,11 +82,12 @@ func main() {
 	accessLog := flag.Bool("access-log", true, "studio writes its per-request access log (to a file in the temporary directory), as studio serve does")
 	profileDir := flag.String("profile", "", "write profiles of studio during the first turn of -profile-case into this directory (cpu, allocs, trace)")
 	profileCase := flag.String("profile-case", "sse-50ms", "the case -profile profiles")
+	perTurn := flag.Bool("turns", false, "also print each turn's p50 per target (to see whether a gap holds in every turn)")
 	studioEnv := flag.String("studio-env", "", "extra environment of the studio process, comma-separated (e.g. GOGC=400)")
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	o := options{db: *dbFlag, clients: *clients, duration: *duration, count: *count, warmup: *warmup, chunks: *chunks,
-		accessLog: *accessLog, profileDir: *profileDir, profileCase: *profileCase, studioEnv: *studioEnv}
+		accessLog: *accessLog, profileDir: *profileDir, profileCase: *profileCase, studioEnv: *studioEnv, perTurn: *perTurn}
 	for _, d := range strings.Split(*delays, ",") {
 		v, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil {
@@ -112,6 +113,7 @@ type options struct {
 	only                    []string
 	accessLog               bool
 	profileDir, profileCase string
+	perTurn                 bool
 	studioEnv               string
 }
 
@@ -258,6 +260,9 @@ func run(o options) error {
 					prof = startProfiles(studio.pprof, o.profileDir, c.String(), o.duration)
 				}
 				s := drive(t, c, o.duration)
+				if o.perTurn {
+					fmt.Printf("  %s turn %d %-11s p50 %.2f ms, %d calls\n", c, turn, targets[t].name, ms(pct(s.lat, 0.5)), len(s.lat))
+				}
 				if prof != nil {
 					if err := prof.finish(); err != nil {
 						return err
