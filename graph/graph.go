@@ -1,8 +1,8 @@
 // Package graph is the GraphQL surface of studio, served at /graphql: queries and mutations over HTTP
 // (POST and GET), subscriptions over WebSocket (graphql-transport-ws and the legacy graphql-ws), and
-// GraphiQL for a browser. It mirrors the REST surface: every resolver authorises the caller with the
-// same permission matrix and calls the same core operation (models, jobs) as the REST endpoint, so
-// validation messages, credit rules and hidden fields are the same.
+// GraphiQL for a browser. It mirrors the REST surface: every resolver authenticates the caller and calls
+// the same operation of the front door (jobs.Service) as the REST endpoint, which checks the permission
+// table, so refusals, validation messages, credit rules and hidden fields are the same.
 //
 // The schema lives in graph/*.graphqls; graph/generated.go and graph/models_gen.go are generated from it
 // by `go tool gqlgen generate` (configuration: gqlgen.yml at the repository root). Resolvers are the

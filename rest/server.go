@@ -1,5 +1,6 @@
-// Package rest is the REST surface of studio: it decodes requests, authorises the caller, calls the core
-// (models, jobs) and encodes responses. It holds no business rule of its own.
+// Package rest is the REST surface of studio: it authenticates the caller, decodes requests, calls the
+// front door of the core (jobs.Service) and encodes responses. It holds no business rule of its own: the
+// core decides what each identity may do (models/capability.go).
 package rest
 
 import (
