@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"gorm.io/gorm"
 
 	"studio/models"
 )
@@ -236,27 +237,24 @@ func (b *Broker) load(ctx context.Context, topic models.Topic, ids []string) ([]
 	db := b.db.WithContext(ctx)
 	switch topic {
 	case models.TopicJob:
-		var jobs []models.Job
-		if err := db.Where("id IN ?", ids).Find(&jobs).Error; err != nil {
-			return nil, err
-		}
-		out := make([]row, len(jobs))
-		for i := range jobs {
-			out[i] = row{id: jobs[i].ID, value: &jobs[i]}
-		}
-		return out, nil
+		return loadRows(db, ids, func(j *models.Job) string { return j.ID })
 	case models.TopicVideo:
-		var tasks []models.VideoTask
-		if err := db.Where("id IN ?", ids).Find(&tasks).Error; err != nil {
-			return nil, err
-		}
-		out := make([]row, len(tasks))
-		for i := range tasks {
-			out[i] = row{id: tasks[i].ID, value: &tasks[i]}
-		}
-		return out, nil
+		return loadRows(db, ids, func(t *models.VideoTask) string { return t.ID })
 	}
 	return nil, fmt.Errorf("unknown topic %q", topic)
+}
+
+// loadRows reads the rows of type T with the ids.
+func loadRows[T any](db *gorm.DB, ids []string, idOf func(*T) string) ([]row, error) {
+	var found []T
+	if err := db.Where("id IN ?", ids).Find(&found).Error; err != nil {
+		return nil, err
+	}
+	out := make([]row, len(found))
+	for i := range found {
+		out[i] = row{id: idOf(&found[i]), value: &found[i]}
+	}
+	return out, nil
 }
 
 // row is a reloaded row and its id.
