@@ -61,13 +61,17 @@ type PoolView struct {
 	Unmetered bool   `json:"unmetered"`
 }
 
-// Pool returns the tenant's pool figures.
-func (a *App) Pool(ctx context.Context, id *Identity) (*PoolView, error) {
+// reportedTenant returns the caller's tenant for its reports (pool, statistics, usage): a tenant key only.
+func (a *App) reportedTenant(ctx context.Context, id *Identity) (*Tenant, error) {
 	if err := id.Require(CapTenantReports); err != nil {
 		return nil, err
 	}
-	tenantID := id.TenantID
-	t, err := a.tenantByID(ctx, tenantID)
+	return a.tenantByID(ctx, id.TenantID)
+}
+
+// Pool returns the tenant's pool figures.
+func (a *App) Pool(ctx context.Context, id *Identity) (*PoolView, error) {
+	t, err := a.reportedTenant(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -755,15 +755,21 @@ func (a *App) JobFor(ctx context.Context, id *Identity, jobID string) (*Job, err
 
 // ReadJobFor is App.JobFor over the database alone, for the parts built before the App (the event broker).
 func ReadJobFor(ctx context.Context, db *DB, id *Identity, jobID string) (*Job, error) {
-	var j Job
-	err := jobScope(db.WithContext(ctx), id).First(&j, "id = ?", jobID).Error
+	return readScoped[Job](ctx, db, id, jobID, "job")
+}
+
+// readScoped reads one row of T (a job or a video task) that the identity may see (jobScope); any other
+// is KindNotFound naming what.
+func readScoped[T any](ctx context.Context, db *DB, id *Identity, rowID, what string) (*T, error) {
+	var row T
+	err := jobScope(db.WithContext(ctx), id).First(&row, "id = ?", rowID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, NotFound("job")
+		return nil, NotFound(what)
 	}
 	if err != nil {
-		return nil, Internal("job: read", err)
+		return nil, Internal(what+": read", err)
 	}
-	return &j, nil
+	return &row, nil
 }
 
 // JobView is the public shape of a job (D6); it never carries the prompt or an upstream name.

@@ -65,14 +65,11 @@ func StatsHours(hours int) int {
 // its image jobs by status with success rate and P95 latency, the upstream attempts of its jobs and
 // video tasks, and charged_cny = sum(cost_usd) * SERVICE_USD_CNY * the tenant's markup.
 func (a *App) TenantStats(ctx context.Context, id *Identity, hours int) (*StatsView, error) {
-	if err := id.Require(CapTenantReports); err != nil {
-		return nil, err
-	}
-	tenantID := id.TenantID
-	t, err := a.tenantByID(ctx, tenantID)
+	t, err := a.reportedTenant(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	tenantID := t.ID
 	hours = StatsHours(hours)
 	now := a.Now().UTC()
 	since := now.Add(-time.Duration(hours) * time.Hour)

@@ -115,14 +115,11 @@ func UsageDays(days int) int {
 // TenantUsage returns the tenant's calls per local day over the last days (normalised by UsageDays),
 // today included, oldest first, every day present and zero-filled.
 func (a *App) TenantUsage(ctx context.Context, id *Identity, days int) (*UsageView, error) {
-	if err := id.Require(CapTenantReports); err != nil {
-		return nil, err
-	}
-	tenantID := id.TenantID
-	t, err := a.tenantByID(ctx, tenantID)
+	t, err := a.reportedTenant(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	tenantID := t.ID
 	days = UsageDays(days)
 	now := a.Now()
 	local := now.In(ShanghaiTZ)

@@ -400,15 +400,7 @@ func (a *App) VideoTaskFor(ctx context.Context, id *Identity, taskID string) (*V
 // ReadVideoTaskFor is App.VideoTaskFor over the database alone, for the parts built before the App (the
 // event broker).
 func ReadVideoTaskFor(ctx context.Context, db *DB, id *Identity, taskID string) (*VideoTask, error) {
-	var t VideoTask
-	err := jobScope(db.WithContext(ctx), id).First(&t, "id = ?", taskID).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, NotFound("video task")
-	}
-	if err != nil {
-		return nil, Internal("video: read", err)
-	}
-	return &t, nil
+	return readScoped[VideoTask](ctx, db, id, taskID, "video task")
 }
 
 // Paging of the video task list (D7).

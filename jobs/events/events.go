@@ -409,11 +409,14 @@ func (f *follower[R, V]) send(v V) {
 	}
 }
 
-// follow streams one row's public states: it subscribes to key before reading the current state (so
+// follow streams one row's public states to an identity that may generate: it subscribes to key before reading the current state (so
 // that no change in between is lost), sends that state first, then each later change; the stream is
 // closed after a final state, and it stops when ctx ends. No goroutine is kept per stream: the delivery
 // loop sends into the returned channel.
-func follow[R, V any](ctx context.Context, b *Broker, key eventKey, f *follower[R, V], read func() (*R, error)) (<-chan *V, error) {
+func follow[R, V any](ctx context.Context, b *Broker, id *models.Identity, key eventKey, f *follower[R, V], read func() (*R, error)) (<-chan *V, error) {
+	if err := id.Require(models.CapGenerate); err != nil {
+		return nil, err
+	}
 	f.stream = newStream[V](b.opts.QueueLimit)
 	sub := &subscription{key: key, deliver: f.push}
 	b.subscribe(sub)
@@ -451,12 +454,9 @@ func follow[R, V any](ctx context.Context, b *Broker, key eventKey, f *follower[
 // change in order (states already sent are skipped); the stream is closed after the job ends. It stops
 // when ctx ends. A job the identity may not see is KindNotFound, as for GET /api/jobs?id=.
 func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
-	if err := id.Require(models.CapGenerate); err != nil {
-		return nil, err
-	}
 	f := &follower[models.Job, models.JobView]{view: (*models.Job).View, newer: newerJob,
 		done: func(v *models.JobView) bool { return jobEnded(v.Status) }}
-	return follow(ctx, b, eventKey{models.TopicJob, jobID}, f, func() (*models.Job, error) {
+	return follow(ctx, b, id, eventKey{models.TopicJob, jobID}, f, func() (*models.Job, error) {
 		return models.ReadJobFor(ctx, b.db, id, jobID)
 	})
 }
@@ -465,12 +465,9 @@ func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID strin
 // image job: its current state first, then each change; the stream is closed after the task ends (done,
 // failed or cancelled). A task the identity may not see is KindNotFound, as for GET /api/videos?id=.
 func (b *Broker) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
-	if err := id.Require(models.CapGenerate); err != nil {
-		return nil, err
-	}
 	f := &follower[models.VideoTask, models.VideoTaskView]{view: (*models.VideoTask).View, newer: newerVideo,
 		done: func(v *models.VideoTaskView) bool { return videoEnded(v.Status) }}
-	return follow(ctx, b, eventKey{models.TopicVideo, taskID}, f, func() (*models.VideoTask, error) {
+	return follow(ctx, b, id, eventKey{models.TopicVideo, taskID}, f, func() (*models.VideoTask, error) {
 		return models.ReadVideoTaskFor(ctx, b.db, id, taskID)
 	})
 }
