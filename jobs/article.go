@@ -13,9 +13,6 @@ import (
 // answer that models.ParseArticle cannot read counts as that upstream's failure, so the next upstream
 // of the chain is tried. Copy is free of credits and counted in usage as copy (the chat column).
 func (s *Service) WriteArticle(ctx context.Context, id *models.Identity, req models.ArticleRequest) (*models.Article, error) {
-	if err := id.Require(models.CapGenerate); err != nil {
-		return nil, err
-	}
 	p, err := s.App.PrepareArticle(ctx, id, req)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ const copyWriter = "You are an experienced social-media and marketing copywriter
 // unknown or invisible template is 404; a missing required field, an input of the wrong shape or an
 // empty description is 400.
 func (a *App) PrepareArticle(ctx context.Context, id *Identity, req ArticleRequest) (*ArticlePrompt, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	t, err := a.ArticleTemplateForUse(ctx, id, strings.TrimSpace(req.TemplateSlug))
 	if err != nil {
 		return nil, err

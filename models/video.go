@@ -112,6 +112,9 @@ type PreparedVideo struct {
 // is stored. A duration outside the tier's range, or a resolution the tier does not offer, is refused
 // here, before any upstream is contacted.
 func (a *App) PrepareVideo(ctx context.Context, id *Identity, req VideoRequest) (*PreparedVideo, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
 	hasTemplate := strings.TrimSpace(req.TemplateID) != ""
 	if (req.Prompt != nil) == hasTemplate {
 		return nil, Invalid("send exactly one of prompt or template_id (+ input)")
