@@ -3,6 +3,7 @@ package rest_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -520,7 +521,7 @@ func wsSubscribe(t *testing.T, e *env, credential, query string) []string {
 		}
 		if err := conn.ReadJSON(&msg); err != nil {
 			var ce *websocket.CloseError
-			if ok := asClose(err, &ce); ok {
+			if errors.As(err, &ce) {
 				switch ce.Code {
 				case 4401:
 					return []string{"UNAUTHENTICATED: " + ce.Text}
@@ -548,14 +549,6 @@ func wsSubscribe(t *testing.T, e *env, credential, query string) []string {
 			return codes
 		}
 	}
-}
-
-func asClose(err error, target **websocket.CloseError) bool {
-	ce, ok := err.(*websocket.CloseError)
-	if ok {
-		*target = ce
-	}
-	return ok
 }
 
 func walkConsole(t *testing.T, e *env, callers []caller) {
