@@ -41,6 +41,7 @@ func TestQueueKindsKeepTheirStoredValues(t *testing.T) {
 		{jobs.ImageJobArgs{}.Kind(), string(models.WorkImage)},
 		{jobs.CallbackArgs{}.Kind(), string(models.WorkCallback)},
 		{jobs.VideoTaskArgs{}.Kind(), string(models.WorkVideoTask)},
+		{jobs.MailArgs{}.Kind(), string(models.WorkMail)},
 	} {
 		if c.got != c.want {
 			t.Errorf("River kind %q, want %q", c.got, c.want)

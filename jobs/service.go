@@ -102,6 +102,17 @@ type CallbackArgs struct {
 // Kind names the work.
 func (CallbackArgs) Kind() string { return string(models.WorkCallback) }
 
+// MailArgs queues one e-mail, sealed by the core (models.App.DeliverQueuedMail opens it).
+type MailArgs struct {
+	Sealed string `json:"sealed"`
+}
+
+// Kind names the work.
+func (MailArgs) Kind() string { return string(models.WorkMail) }
+
+// mailAttempts bounds the deliveries of one e-mail: River's back-off spreads them over about an hour.
+const mailAttempts = 8
+
 // ProbeArgs is the periodic probe of removed upstreams.
 type ProbeArgs struct{}
 
@@ -157,6 +168,7 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	river.AddWorker(workers, &videoWorker{s: s})
 	river.AddWorker(workers, &callbackWorker{s: s})
 	river.AddWorker(workers, &probeWorker{s: s})
+	river.AddWorker(workers, &mailWorker{s: s})
 	river.AddWorker(workers, &sweepWorker{s: s})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(opts.ProbeInterval), func() (river.JobArgs, *river.InsertOpts) {
@@ -216,6 +228,9 @@ func (wq workQueue) Enqueue(tx *gorm.DB, work ...models.Work) error {
 			args = CallbackArgs{JobID: w.ID}
 		case models.WorkVideoTask:
 			args = VideoTaskArgs{TaskID: w.ID}
+		case models.WorkMail:
+			opts.MaxAttempts = mailAttempts
+			args = MailArgs{Sealed: w.Payload}
 		default:
 			return fmt.Errorf("jobs: unknown work kind %q", w.Kind)
 		}
@@ -305,6 +320,24 @@ func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error
 	restored, err := w.s.Engine.ProbeRemoved(ctx)
 	if restored > 0 {
 		slog.Info("upstreams restored by probe", "count", restored)
+	}
+	return err
+}
+
+// mailWorker sends one queued e-mail; a mail server that is down is tried again with River's back-off.
+type mailWorker struct {
+	river.WorkerDefaults[MailArgs]
+	s *Service
+}
+
+func (w *mailWorker) Work(ctx context.Context, job *river.Job[MailArgs]) error {
+	err := w.s.App.DeliverQueuedMail(ctx, job.Args.Sealed)
+	if models.KindOf(err) == models.KindInvalid {
+		slog.Error("queued e-mail dropped", "err", err)
+		return river.JobCancel(err)
+	}
+	if err != nil {
+		slog.Warn("e-mail not sent; will retry", "attempt", job.Attempt, "err", err)
 	}
 	return err
 }

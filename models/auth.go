@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"time"
 	"unicode/utf8"
 
@@ -29,6 +31,9 @@ const (
 	attemptsPerEmail       = 20  // register or login attempts per e-mail address and hour
 	attemptsPerAddress     = 200 // register or login attempts per client address and hour
 )
+
+// maxEmailLen bounds an e-mail address (RFC 5321's path limit is 256 octets with its brackets).
+const maxEmailLen = 254
 
 // UserView is the public shape of a personal account in login answers.
 type UserView struct {
@@ -59,6 +64,9 @@ func checkEmail(raw string) (string, error) {
 	email := NormalizeEmail(raw)
 	if email == "" {
 		return "", Invalid("email is required")
+	}
+	if len(email) > maxEmailLen {
+		return "", Invalid("email is too long: an e-mail address has at most %d characters", maxEmailLen)
 	}
 	if !validEmail(email) {
 		return "", Invalid("email %q is not a valid e-mail address", raw)
@@ -95,6 +103,15 @@ func (a *App) countAttempt(ctx context.Context, kind, email, clientAddr string) 
 		}
 		return a.limitSubject(tx, kind+"/address", "addr:"+clientAddr, attemptsPerAddress)
 	})
+}
+
+// clearSubjectTx forgets the calls of kind counted for subject in the current hour (limitSubject).
+func (a *App) clearSubjectTx(tx *gorm.DB, kind, subject string) error {
+	key, window := a.rateWindow(&Identity{Kind: IdentityUser, UserID: subject}, kind)
+	if err := tx.Where("key = ? AND window_start = ?", key, window).Delete(&RateCounter{}).Error; err != nil {
+		return Internal("rate limit: clear", err)
+	}
+	return nil
 }
 
 // consumeEmailCodeTx marks a valid code of email used, the code named by its hash (emailCodeHash or
@@ -145,4 +162,29 @@ func (a *App) Whoami(ctx context.Context, id *Identity) (*WhoamiView, error) {
 	}
 	return &WhoamiView{ID: u.ID, Email: u.Email, Nickname: u.Nickname, Credits: u.Credits,
 		CallbackSecret: a.UserCallbackSecret(u.ID)}, nil
+}
+
+// AddressKey is the subject of per-address limits for a connection's peer address (http.Request's
+// RemoteAddr): its host, an IPv6 address counted by its /64 prefix, the block one client usually holds.
+// X-Forwarded-For is not trusted, since any client can send it; behind a reverse proxy every caller
+// shares the proxy's address. At most 64 bytes are kept.
+func AddressKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		if len(host) > 64 {
+			host = host[:64]
+		}
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return ip.String()
 }

@@ -27,6 +27,9 @@ func (a *App) Authenticate(ctx context.Context, rawEmail, password, clientAddr s
 	if email == "" || password == "" {
 		return nil, Invalid("email and password are required")
 	}
+	if len(email) > maxEmailLen || len(password) > 4*MaxPasswordBytes {
+		return nil, errWrongLogin // no account has such an address or password; nothing is counted or stored
+	}
 	if err := a.countAttempt(ctx, "login", email, clientAddr); err != nil {
 		return nil, err
 	}
@@ -84,8 +87,19 @@ func (a *App) ChangePassword(ctx context.Context, id *Identity, oldPassword, new
 		return Internal("password: hash", err)
 	}
 	// The old password was checked outside the transaction (bcrypt is slow); the store is conditional on
-	// the hash it was checked against.
-	return a.Tx(ctx, func(tx *gorm.DB) error { return storePasswordTx(tx, &u, hash, a.Now()) })
+	// the hash it was checked against. A first password ends every earlier login of the account (D8: the
+	// token a redemption gave ends when the password is set).
+	first := u.PasswordHash == ""
+	err = a.Tx(ctx, func(tx *gorm.DB) error {
+		if err := storePasswordTx(tx, &u, hash, a.Now()); err != nil || !first {
+			return err
+		}
+		return endUserLoginsTx(tx, u.ID)
+	})
+	if err == nil && first {
+		a.userLoginsEnded(ctx, u.ID)
+	}
+	return err
 }
 
 // SetFirstPassword gives the personal account behind a personal-login token (the token a claim
@@ -93,7 +107,8 @@ func (a *App) ChangePassword(ctx context.Context, id *Identity, oldPassword, new
 // password: console sign-in, device approval, POST /api/auth/login. The password follows the rules of
 // registration (at least MinPasswordLength characters, at most 72 bytes). A token that is not a
 // personal login is KindUnauthenticated; a disabled account KindForbidden; an account that has a
-// password already KindConflict (it changes it with the old one, POST /api/auth/password).
+// password already KindConflict (it changes it with the old one, POST /api/auth/password). Setting it
+// ends the token and every other login of the account (D8): the owner signs in with the password.
 func (a *App) SetFirstPassword(ctx context.Context, loginToken, password string) (*User, error) {
 	id, err := a.ResolveIdentity(ctx, loginToken)
 	if err != nil {
@@ -120,11 +135,15 @@ func (a *App) SetFirstPassword(ctx context.Context, loginToken, password string)
 		if u.PasswordHash != "" {
 			return errPasswordSet
 		}
-		return storePasswordTx(tx, &u, hash, a.Now())
+		if err := storePasswordTx(tx, &u, hash, a.Now()); err != nil {
+			return err
+		}
+		return endUserLoginsTx(tx, u.ID)
 	})
 	if err != nil {
 		return nil, err
 	}
+	a.userLoginsEnded(ctx, u.ID)
 	return &u, nil
 }
 

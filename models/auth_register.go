@@ -29,7 +29,10 @@ func (a *App) emailCodeHash(email, code string) string {
 }
 
 // SendRegistrationCode e-mails a six-digit code for registering email. It is limited per e-mail address
-// and per client address; an address that already has an account is KindConflict.
+// and per client address. The answer and the work are the same whether the address has an account or
+// not, so that the form does not tell which addresses have accounts: both store a code and queue one
+// e-mail, the code to a new address, a "you already have an account" note to a known one (whose code is
+// never sent). The e-mail leaves through the queue, after the request.
 func (a *App) SendRegistrationCode(ctx context.Context, rawEmail, clientAddr string) error {
 	email, err := checkEmail(rawEmail)
 	if err != nil {
@@ -37,6 +40,7 @@ func (a *App) SendRegistrationCode(ctx context.Context, rawEmail, clientAddr str
 	}
 	code := RandomString(6, "0123456789")
 	now := a.Now()
+	var send func(context.Context) error
 	err = a.Tx(ctx, func(tx *gorm.DB) error {
 		if err := a.limitSubject(tx, "register-code/email", "email:"+email, registerCodePerEmail); err != nil {
 			return err
@@ -48,9 +52,6 @@ func (a *App) SendRegistrationCode(ctx context.Context, rawEmail, clientAddr str
 		if err := tx.Model(&User{}).Where("email = ?", email).Count(&n).Error; err != nil {
 			return Internal("register: look up e-mail", err)
 		}
-		if n > 0 {
-			return Conflict("an account with this e-mail already exists: sign in instead")
-		}
 		if err := tx.Where("expires_at < ?", now.Add(-24*time.Hour)).Delete(&EmailCode{}).Error; err != nil {
 			return Internal("register: prune codes", err)
 		}
@@ -59,14 +60,22 @@ func (a *App) SendRegistrationCode(ctx context.Context, rawEmail, clientAddr str
 		if err := tx.Create(&row).Error; err != nil {
 			return Internal("register: store code", err)
 		}
-		return nil
+		subject, body := "Your studio registration code: "+code, fmt.Sprintf("Your studio registration code is %s\n\n"+
+			"It is valid for %d minutes and can be used once.\nIf you did not ask for it, ignore this e-mail.\n",
+			code, int(EmailCodeTTL.Minutes()))
+		if n > 0 {
+			subject, body = "You already have a studio account", fmt.Sprintf("Someone asked to register a studio account "+
+				"for this address, which has one already.\n\n此邮箱已有 studio 账号。\n\nSign in with your password at %s/login, "+
+				"or ask for a sign-in code there (%s/login/code) if you have no password or forgot it.\n"+
+				"If you did not ask for this, ignore this e-mail: nothing has changed.\n", a.Config.BaseURL, a.Config.BaseURL)
+		}
+		send, err = a.queueMailTx(tx, email, subject, body)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	body := fmt.Sprintf("Your studio registration code is %s\n\nIt is valid for %d minutes and can be used once.\nIf you did not ask for it, ignore this e-mail.\n",
-		code, int(EmailCodeTTL.Minutes()))
-	return a.SendMail(ctx, email, "Your studio registration code: "+code, body)
+	return send(ctx)
 }
 
 // consumeInvitationTx marks an unused invitation code used by userID; an unknown or used code is KindInvalid.
@@ -124,15 +133,17 @@ func (a *App) Register(ctx context.Context, in RegisterInput, clientAddr string)
 	now := a.Now()
 	u := User{ID: NewID(), Email: email, Nickname: nickname, PasswordHash: string(hash), CreatedAt: now, UpdatedAt: now}
 	err = a.Tx(ctx, func(tx *gorm.DB) error {
+		// The code first: only the owner of the address holds a valid one, so whether the address has an
+		// account is told to nobody else.
+		if err := a.consumeEmailCodeTx(tx, email, a.emailCodeHash(email, code)); err != nil {
+			return err
+		}
 		var n int64
 		if err := tx.Model(&User{}).Where("email = ?", email).Count(&n).Error; err != nil {
 			return Internal("register: look up e-mail", err)
 		}
 		if n > 0 {
 			return Conflict("an account with this e-mail already exists: sign in instead")
-		}
-		if err := a.consumeEmailCodeTx(tx, email, a.emailCodeHash(email, code)); err != nil {
-			return err
 		}
 		if err := a.consumeInvitationTx(tx, invitation, u.ID); err != nil {
 			return err

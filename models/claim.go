@@ -33,9 +33,16 @@ import (
 // ClaimCodePrefix starts every claim code.
 const ClaimCodePrefix = "promo-"
 
-// ClaimLoginTTL is the validity of the login token a redemption returns: short-lived on purpose (D8),
-// the buyer signs in with `studio login` afterwards.
+// ClaimLoginTTL is the validity of the login token a redemption that created the account returns:
+// short-lived on purpose (D8), the buyer sets a password with it and signs in with that afterwards.
 const ClaimLoginTTL = 24 * time.Hour
+
+// Limits per client address and hour of the public claim operations, against guessing codes. They are
+// counted in the database, so they hold for every surface (REST, the claim pages) and every replica.
+const (
+	ClaimPreviewsPerAddress = 300
+	ClaimRedeemsPerAddress  = 20
+)
 
 // DefaultTutorialTitle is the title of a tutorial PDF given without one.
 const DefaultTutorialTitle = "使用教程"
@@ -126,18 +133,19 @@ type RedeemInput struct {
 	Email    string `json:"email"`
 }
 
-// ClaimRedeemed is the answer of POST /api/promo-claims: what the buyer got and a login token for the
-// personal account of the e-mail, valid ClaimLoginTTL.
+// ClaimRedeemed is the answer of POST /api/promo-claims: what the buyer got and how to sign in (D8).
+// When the redemption created the account of the e-mail, Token is a login token for it, valid
+// ClaimLoginTTL, with which the buyer sets the first password; it comes in that first answer only.
+// When the account existed before (or the code was redeemed before), Token is null and SignInRequired
+// true: what the code gives is granted to the account, whose owner signs in as usual.
 type ClaimRedeemed struct {
 	Credits        int64              `json:"credits"`
 	Templates      []ClaimTemplateRef `json:"templates"`
 	TutorialPDF    *TutorialPDF       `json:"tutorial_pdf"`
-	Token          string             `json:"token"`
-	TokenExpiresAt time.Time          `json:"token_expires_at"`
+	Token          *string            `json:"token"`
+	TokenExpiresAt *time.Time         `json:"token_expires_at"`
+	SignInRequired bool               `json:"sign_in_required"`
 	LoginHint      string             `json:"login_hint"`
-	// PasswordSet tells the claim page whether the account has a password already (then the buyer signs
-	// in with it) or may set its first one with the token (SetFirstPassword).
-	PasswordSet bool `json:"-"`
 }
 
 // RedeemedCode is one code a buyer redeemed, in GET /api/claims.
@@ -464,7 +472,10 @@ func findClaimCode(db *gorm.DB, code string) (*ClaimCode, error) {
 // PreviewClaim returns the public benefit list of a code (GET /api/promo-claims): templates without any
 // prompt text, credits, tutorial, the tenant that provides it, and whether it can still be claimed.
 // An unknown code is KindNotFound; a used or disabled one is answered with Claimable false.
-func (a *App) PreviewClaim(ctx context.Context, code string) (*ClaimPreview, error) {
+func (a *App) PreviewClaim(ctx context.Context, code, clientAddr string) (*ClaimPreview, error) {
+	if err := a.countClaimCall(ctx, "claim-preview/address", clientAddr, ClaimPreviewsPerAddress); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(code) == "" {
 		return nil, Invalid("code is required")
 	}
@@ -513,33 +524,37 @@ func (in *RedeemInput) validate() error {
 	if n := utf8.RuneCountInString(in.Nickname); n == 0 || n > maxNicknameLen || hasControlChars(in.Nickname, false) {
 		return Invalid("nickname is required: 1 to %d characters, no control characters", maxNicknameLen)
 	}
-	in.Email = NormalizeEmail(in.Email)
-	if in.Email == "" {
-		return Invalid("email is required")
-	}
-	if !validEmail(in.Email) {
-		return Invalid("email %q is not a valid e-mail address", in.Email)
-	}
-	return nil
+	email, err := checkEmail(in.Email)
+	in.Email = email
+	return err
 }
 
 // RedeemClaim redeems a code for the personal account of the e-mail (created when absent): in one
 // transaction the code is marked used by a conditional update (exactly once, however many redemptions
 // race), the credits are granted through the ledger (kind grant) and the bundled templates through
-// TemplateGrant rows. Redeeming again with the same e-mail answers the same result, with a fresh token,
-// and grants nothing; another e-mail, or a disabled code, is KindConflict; an unknown code KindNotFound.
-// The answer carries a login token for the account, valid ClaimLoginTTL.
-func (a *App) RedeemClaim(ctx context.Context, in RedeemInput) (*ClaimRedeemed, error) {
+// TemplateGrant rows. Redeeming again with the same e-mail answers the same grant and grants nothing;
+// another e-mail, or a disabled code, is KindConflict; an unknown code KindNotFound. Calls are limited
+// per client address (ClaimRedeemsPerAddress an hour), counted also when refused.
+//
+// A redemption never signs anyone in to an account that existed before it (D8): only the answer of the
+// redemption that created the account carries a login token; every other answer carries none and says
+// SignInRequired. Knowing a code and an e-mail therefore never opens an account its owner already holds.
+func (a *App) RedeemClaim(ctx context.Context, in RedeemInput, clientAddr string) (*ClaimRedeemed, error) {
+	if err := a.countClaimCall(ctx, "claim-redeem/address", clientAddr, ClaimRedeemsPerAddress); err != nil {
+		return nil, err
+	}
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
 	var (
-		c      *ClaimCode
-		userID string
-		tpls   []claimTemplate
+		c       *ClaimCode
+		user    *User
+		created bool
+		tpls    []claimTemplate
 	)
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		var err error
+		created, tpls = false, nil // the transaction may be run again
 		if c, err = findClaimCode(tx, in.Code); err != nil {
 			return err
 		}
@@ -547,17 +562,16 @@ func (a *App) RedeemClaim(ctx context.Context, in RedeemInput) (*ClaimRedeemed, 
 			return err
 		}
 		if c.RedeemedAt != nil { // the same e-mail again: answered below, nothing granted
-			userID = deref(c.RedeemedBy)
-			return nil
+			user, err = claimUserTx(tx, deref(c.RedeemedBy))
+			return err
 		}
-		u, err := a.userForClaimTx(tx, in.Email, in.Nickname)
-		if err != nil {
+		if user, created, err = a.userForClaimTx(tx, in.Email, in.Nickname); err != nil {
 			return err
 		}
 		now := a.Now().UTC()
 		res := tx.Model(&ClaimCode{}).
 			Where("code = ? AND redeemed_at IS NULL AND disabled = ?", c.Code, false).
-			Updates(map[string]any{"redeemed_by": u.ID, "redeemed_email": in.Email, "redeemed_at": now})
+			Updates(map[string]any{"redeemed_by": user.ID, "redeemed_email": in.Email, "redeemed_at": now})
 		if res.Error != nil {
 			return Internal("claim: mark redeemed", res.Error)
 		}
@@ -572,17 +586,16 @@ func (a *App) RedeemClaim(ctx context.Context, in RedeemInput) (*ClaimRedeemed, 
 			if c.RedeemedAt == nil {
 				return Conflict("the claim code changed concurrently; retry")
 			}
-			userID = deref(c.RedeemedBy)
 			return errRedeemedMeanwhile
 		}
-		userID = u.ID
 		if tpls, err = loadClaimTemplates(tx, c.templateIDs()); err != nil {
 			return err
 		}
-		return a.grantClaimTx(tx, c, u, in, presentTemplates(tpls), now)
+		return a.grantClaimTx(tx, c, user, in, presentTemplates(tpls), now)
 	})
 	if errors.Is(err, errRedeemedMeanwhile) {
-		err = nil // the same e-mail won concurrently: this transaction rolled back, the answer is the same
+		// The same e-mail won concurrently: this transaction rolled back, the answer is the repeat's.
+		err, created = nil, false
 	}
 	if err != nil {
 		return nil, asCoreError("claim: redeem", err)
@@ -592,30 +605,44 @@ func (a *App) RedeemClaim(ctx context.Context, in RedeemInput) (*ClaimRedeemed, 
 			return nil, err
 		}
 	}
-	tok, exp, hasPassword, err := a.claimLogin(ctx, userID)
-	if err != nil {
-		return nil, err
+	out := &ClaimRedeemed{Credits: c.Credits, Templates: claimRefs(presentTemplates(tpls)), TutorialPDF: c.tutorial(),
+		SignInRequired: true, LoginHint: claimSignInHint(in.Email)}
+	if created {
+		tok, exp, err := a.IssueUserToken(user.ID, ClaimLoginTTL)
+		if err != nil {
+			return nil, Internal("claim: issue token", err)
+		}
+		exp = exp.UTC()
+		out.Token, out.TokenExpiresAt, out.SignInRequired, out.LoginHint = &tok, &exp, false, claimLoginHint(in.Email)
 	}
-	return &ClaimRedeemed{Credits: c.Credits, Templates: claimRefs(presentTemplates(tpls)), TutorialPDF: c.tutorial(),
-		Token: tok, TokenExpiresAt: exp, LoginHint: claimLoginHint(in.Email), PasswordSet: hasPassword}, nil
+	return out, nil
 }
 
-// claimLogin issues the redemption's login token for the user, valid ClaimLoginTTL, and tells whether
-// the account has a password; a disabled account (a repeated redemption after an administrator disabled
-// it) gets none.
-func (a *App) claimLogin(ctx context.Context, userID string) (string, time.Time, bool, error) {
+// countClaimCall counts one public claim call of the client address, in a transaction of its own so
+// that refused calls count too.
+func (a *App) countClaimCall(ctx context.Context, kind, clientAddr string, limit int) error {
+	if clientAddr == "" {
+		return nil
+	}
+	err := a.Tx(ctx, func(tx *gorm.DB) error { return a.limitSubject(tx, kind, "addr:"+clientAddr, limit) })
+	var e *Error
+	if KindOf(err) == KindRateLimited && errors.As(err, &e) {
+		e.Message = fmt.Sprintf("rate limit exceeded: at most %d claim calls per hour from one address; retry in %d s",
+			limit, int(e.RetryAfter.Seconds())+1)
+	}
+	return err
+}
+
+// claimUserTx reads the account a code was redeemed for; a disabled one is refused.
+func claimUserTx(tx *gorm.DB, userID string) (*User, error) {
 	var u User
-	if err := a.DB.WithContext(ctx).Select("id, disabled, password_hash").First(&u, "id = ?", userID).Error; err != nil {
-		return "", time.Time{}, false, Internal("claim: read user", err)
+	if err := tx.Select("id, disabled").First(&u, "id = ?", userID).Error; err != nil {
+		return nil, Internal("claim: read user", err)
 	}
 	if u.Disabled {
-		return "", time.Time{}, false, errUserDisabled
+		return nil, errUserDisabled
 	}
-	tok, exp, err := a.IssueUserToken(u.ID, ClaimLoginTTL)
-	if err != nil {
-		return "", time.Time{}, false, Internal("claim: issue token", err)
-	}
-	return tok, exp.UTC(), u.PasswordHash != "", nil
+	return &u, nil
 }
 
 // errUserDisabled refuses a redemption for the disabled personal account of the e-mail.
@@ -635,23 +662,24 @@ func redeemable(c *ClaimCode, email string) error {
 	return nil
 }
 
-// userForClaimTx returns the personal account of the e-mail, creating it with the nickname when absent.
-// A concurrent creation of the same e-mail is absorbed (insert or nothing, then read).
-func (a *App) userForClaimTx(tx *gorm.DB, email, nickname string) (*User, error) {
+// userForClaimTx returns the personal account of the e-mail, creating it with the nickname when absent,
+// and whether it created it. A concurrent creation of the same e-mail is absorbed (insert or nothing,
+// then read): only the transaction whose insert took the row created the account.
+func (a *App) userForClaimTx(tx *gorm.DB, email, nickname string) (*User, bool, error) {
 	now := a.Now()
 	fresh := &User{ID: NewID(), Email: email, Nickname: nickname, CreatedAt: now, UpdatedAt: now}
-	err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "email"}}, DoNothing: true}).Create(fresh).Error
-	if err != nil {
-		return nil, Internal("claim: create user", err)
+	res := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "email"}}, DoNothing: true}).Create(fresh)
+	if res.Error != nil {
+		return nil, false, Internal("claim: create user", res.Error)
 	}
 	var u User
 	if err := tx.First(&u, "email = ?", email).Error; err != nil {
-		return nil, Internal("claim: read user", err)
+		return nil, false, Internal("claim: read user", err)
 	}
 	if u.Disabled {
-		return nil, errUserDisabled
+		return nil, false, errUserDisabled
 	}
-	return &u, nil
+	return &u, res.RowsAffected == 1 && u.ID == fresh.ID, nil
 }
 
 // grantClaimTx records the redemption and grants the code's credits and templates to the user.
@@ -676,11 +704,17 @@ func (a *App) grantClaimTx(tx *gorm.DB, c *ClaimCode, u *User, in RedeemInput, t
 	return nil
 }
 
-// claimLoginHint tells the buyer how to use the token and how to sign in later.
+// claimSignInHint tells the owner of an account that existed before the redemption how to sign in.
+func claimSignInHint(email string) string {
+	return fmt.Sprintf("积分和模板已加入 %s 的账号。请用该邮箱和密码登录（控制台 /login，或 studio login）；"+
+		"还没有密码或忘记密码时，在 /login/code 用发到该邮箱的验证码设置密码。之后 GET /api/claims 查看已领取的模板。", email)
+}
+
+// claimLoginHint tells the buyer of a new account how to use the token and how to sign in later.
 func claimLoginHint(email string) string {
 	return fmt.Sprintf("token 是 %s 的登录凭证，%d 小时内有效：请求时带上 Authorization: Bearer <token>，"+
 		"GET /api/claims 查看已领取的模板。有效期内在领取页设置密码（或 POST /api/auth/password，old_password 留空），"+
-		"之后以该邮箱和密码登录（控制台 /login，或 studio login）。", email, int(ClaimLoginTTL.Hours()))
+		"设置后此 token 失效，以该邮箱和密码登录（控制台 /login，或 studio login）。", email, int(ClaimLoginTTL.Hours()))
 }
 
 // UserClaims returns what a personal login holds through claims (GET /api/claims): the granted

@@ -125,7 +125,7 @@ func redeemRace(t *testing.T, n int) {
 		wg.Go(func() {
 			<-start
 			_, errs[i] = app.RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "buyer",
-				Email: fmt.Sprintf("buyer%d@example.com", i)})
+				Email: fmt.Sprintf("buyer%d@example.com", i)}, fmt.Sprintf("192.0.2.%d", i+1))
 		})
 	}
 	close(start)
@@ -189,7 +189,7 @@ func TestClaimRedeemSameEmailConcurrentlyGrantsOnce(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = app.RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "b", Email: "Same@Example.com"})
+			_, errs[i] = app.RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "b", Email: "Same@Example.com"}, "192.0.2.1")
 		})
 	}
 	wg.Wait()
@@ -218,7 +218,7 @@ func TestClaimRedeemReusesAccountAndRefusesDisabled(t *testing.T) {
 	app.DB.First(&u, "id = ?", existing.UserID)
 
 	first := newClaim(t, app, tenant, 10, id)
-	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: first.Code, Nickname: "new name", Email: u.Email}); err != nil {
+	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: first.Code, Nickname: "new name", Email: u.Email}, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	var after models.User
@@ -231,14 +231,14 @@ func TestClaimRedeemReusesAccountAndRefusesDisabled(t *testing.T) {
 	if err := app.DisableClaimCode(ctx, second.Code); err != nil {
 		t.Fatal(err)
 	}
-	_, err := app.RedeemClaim(ctx, models.RedeemInput{Code: second.Code, Nickname: "x", Email: "x@example.com"})
+	_, err := app.RedeemClaim(ctx, models.RedeemInput{Code: second.Code, Nickname: "x", Email: "x@example.com"}, "192.0.2.1")
 	if models.KindOf(err) != models.KindConflict {
 		t.Fatalf("redeem disabled code: %v, want conflict", err)
 	}
 	if err := app.DisableClaimCode(ctx, "promo-doesnotexist2345678"); models.KindOf(err) != models.KindNotFound {
 		t.Fatalf("disable unknown: %v, want not found", err)
 	}
-	p, err := app.PreviewClaim(ctx, second.Code)
+	p, err := app.PreviewClaim(ctx, second.Code, "192.0.2.1")
 	if err != nil || p.Status != models.ClaimDisabled || p.Claimable {
 		t.Fatalf("preview disabled = %+v %v", p, err)
 	}
@@ -249,7 +249,7 @@ func TestClaimUserClaimsShowsPrompts(t *testing.T) {
 	ctx := context.Background()
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
 	c := newClaim(t, app, tenant, 3, platformTemplate(t, app, "poster"))
-	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: c.Code, Nickname: "b", Email: "b@example.com"}); err != nil {
+	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: c.Code, Nickname: "b", Email: "b@example.com"}, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	u, _ := app.UserByEmail(ctx, "b@example.com")
@@ -268,37 +268,62 @@ func TestClaimBuyerSetsAFirstPassword(t *testing.T) {
 	ctx := context.Background()
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
 	code := newClaim(t, app, tenant, 10, platformTemplate(t, app, "poster"))
-	red, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "Bo@Example.com"})
-	if err != nil || red.PasswordSet {
-		t.Fatalf("redeem: %v, password set %v", err, red != nil && red.PasswordSet)
+	red, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "Bo@Example.com"}, "192.0.2.1")
+	if err != nil || red.Token == nil || red.TokenExpiresAt == nil || red.SignInRequired {
+		t.Fatalf("redeem for a new account: %v, %+v: want a token", err, red)
 	}
+	token := *red.Token
 	if _, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("a buyer without a password signed in: %v", err)
 	}
+	// A repeated redemption gives no token: only the first answer carries one (D8).
+	again, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "bo@example.com"}, "192.0.2.1")
+	if err != nil || again.Token != nil || again.TokenExpiresAt != nil || !again.SignInRequired {
+		t.Fatalf("redeem again: %v, %+v: want no token and sign_in_required", err, again)
+	}
 	for _, bad := range []string{"short", strings.Repeat("长", 25)} { // 7 characters; 25 characters of 75 bytes
-		if _, err := app.SetFirstPassword(ctx, red.Token, bad); models.KindOf(err) != models.KindInvalid {
+		if _, err := app.SetFirstPassword(ctx, token, bad); models.KindOf(err) != models.KindInvalid {
 			t.Fatalf("password %q: %v, want invalid", bad, err)
 		}
 	}
 	if _, err := app.SetFirstPassword(ctx, "not a token", "long enough"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("a wrong token: %v, want unauthenticated", err)
 	}
-	u, err := app.SetFirstPassword(ctx, red.Token, "long enough")
+	u, err := app.SetFirstPassword(ctx, token, "long enough")
 	if err != nil || u.Email != "bo@example.com" {
 		t.Fatalf("first password: %v %+v", err, u)
 	}
 	if got, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil || got.ID != u.ID {
 		t.Fatalf("sign-in with the new password: %v", err)
 	}
-	// The token cannot replace it: whoever learns the code and the e-mail gets a token, not the account.
-	if _, err := app.SetFirstPassword(ctx, red.Token, "another password"); models.KindOf(err) != models.KindConflict {
-		t.Fatalf("second first password: %v, want conflict", err)
+	// Setting the password ended the token: it neither signs in nor sets another password.
+	if _, err := app.ResolveIdentity(ctx, token); models.KindOf(err) != models.KindUnauthenticated {
+		t.Fatalf("the redemption's token after the first password: %v, want unauthenticated", err)
 	}
-	again, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "bo@example.com"})
-	if err != nil || !again.PasswordSet {
-		t.Fatalf("redeem again: %v, password set %v", err, again != nil && again.PasswordSet)
+	if _, err := app.SetFirstPassword(ctx, token, "another password"); models.KindOf(err) != models.KindUnauthenticated {
+		t.Fatalf("second first password: %v, want unauthenticated", err)
 	}
 	if _, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil {
 		t.Fatalf("the first password no longer works: %v", err)
+	}
+}
+
+func TestClaimForAnExistingAccountSignsNobodyIn(t *testing.T) {
+	app := newApp(t)
+	ctx := context.Background()
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
+	victim := newUser(t, app, 5)
+	var u models.User
+	app.DB.First(&u, "id = ?", victim.UserID)
+	code := newClaim(t, app, tenant, 1, platformTemplate(t, app, "poster"))
+	red, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "attacker", Email: u.Email}, "192.0.2.1")
+	if err != nil || red.Token != nil || red.TokenExpiresAt != nil || !red.SignInRequired || red.Credits != 1 {
+		t.Fatalf("redeem for an existing account: %v, %+v: want the grant, no token, sign_in_required", err, red)
+	}
+	var after models.User
+	app.DB.First(&after, "id = ?", u.ID)
+	if after.Credits != 6 || after.PasswordHash != u.PasswordHash || after.TokenVersion != u.TokenVersion {
+		t.Fatalf("existing account after redeem: credits %d, password or logins changed %v", after.Credits,
+			after.PasswordHash != u.PasswordHash || after.TokenVersion != u.TokenVersion)
 	}
 }

@@ -24,6 +24,9 @@ const (
 	WorkCallback WorkKind = "callback"
 	// WorkVideoTask advances one video task: it starts it, then polls it.
 	WorkVideoTask WorkKind = "video_task"
+	// WorkMail sends one e-mail (its Payload, sealed): mail leaves through the queue, never inside the
+	// request that asked for it, so that neither its time nor its failure tells the caller anything.
+	WorkMail WorkKind = "mail"
 )
 
 // Work is a unit of asynchronous work to enqueue: an image job, a callback delivery, a video poll.
@@ -31,6 +34,8 @@ type Work struct {
 	Kind  WorkKind
 	ID    string // the job's or video task's id
 	Delay time.Duration
+	// Payload is what a unit of work that names no row carries (WorkMail: the sealed message).
+	Payload string
 }
 
 // Topic names the kind of row whose changes are announced to subscribers (GraphQL subscriptions, the

@@ -96,7 +96,7 @@ func TestNewAppCallsItsDeps(t *testing.T) {
 
 // The River kinds of the queue's stored rows are the values of the work kinds: they must not change.
 func TestWorkKindsKeepTheirStoredValues(t *testing.T) {
-	for kind, want := range map[models.WorkKind]string{models.WorkImage: "image_job", models.WorkCallback: "callback", models.WorkVideoTask: "video_task"} {
+	for kind, want := range map[models.WorkKind]string{models.WorkImage: "image_job", models.WorkCallback: "callback", models.WorkVideoTask: "video_task", models.WorkMail: "mail"} {
 		if string(kind) != want {
 			t.Errorf("work kind %q, want %q", kind, want)
 		}

@@ -61,6 +61,9 @@ type User struct {
 	OIDCSubject  *string `gorm:"size:300;uniqueIndex"`
 	Credits      int64   `gorm:"not null;default:0"`
 	Disabled     bool    `gorm:"not null;default:false"`
+	// TokenVersion is carried by every login token of the account (claim "ver"); raising it ends every
+	// token issued before (endUserLoginsTx).
+	TokenVersion int64 `gorm:"not null;default:0"`
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 }
@@ -279,10 +282,13 @@ type Invitation struct {
 
 // EmailCode is a six-digit registration code sent to an e-mail address.
 type EmailCode struct {
-	ID        string `gorm:"primaryKey;size:36"`
-	Email     string `gorm:"size:320;index;not null"`
-	CodeHash  string `gorm:"size:64;not null"`
-	ClientIP  string `gorm:"size:64;not null;default:''"`
+	ID       string `gorm:"primaryKey;size:36"`
+	Email    string `gorm:"size:320;index;not null"`
+	CodeHash string `gorm:"size:64;not null"`
+	ClientIP string `gorm:"size:64;not null;default:''"`
+	// Attempts counts wrong codes entered for this address while this code was its latest: at
+	// maxCodeAttempts the code is spent (a new one must be asked for).
+	Attempts  int `gorm:"not null;default:0"`
 	ExpiresAt time.Time
 	UsedAt    *time.Time
 	CreatedAt time.Time

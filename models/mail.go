@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -12,6 +13,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // mailTimeout bounds one whole SMTP conversation.
@@ -43,6 +46,45 @@ func (a *App) SendMail(ctx context.Context, to, subject, body string) error {
 		return &Error{Kind: KindUnavailable, Message: "the e-mail could not be sent; try again later", Err: fmt.Errorf("mail: %w", err)}
 	}
 	return nil
+}
+
+// queuedMail is an e-mail waiting on the queue, sealed with the service secret (it may hold a code).
+type queuedMail struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Body    string `json:"body"`
+}
+
+// queueMailTx puts one e-mail on the durable queue inside tx: a worker sends it after the transaction
+// commits (DeliverQueuedMail), so the request that asked for it neither waits for the mail server nor
+// shows whether a message was sent. Without a queue (an App without workers: models tests, offline
+// tools) the returned function sends it; call it after the transaction commits.
+func (a *App) queueMailTx(tx *gorm.DB, to, subject, body string) (sendNow func(context.Context) error, err error) {
+	if strings.ContainsAny(to, "\r\n") || strings.ContainsAny(subject, "\r\n") {
+		return nil, Invalid("e-mail address or subject contains a line break")
+	}
+	if a.deps.Queue == nil {
+		return func(ctx context.Context) error { return a.SendMail(ctx, to, subject, body) }, nil
+	}
+	raw, _ := json.Marshal(queuedMail{To: to, Subject: subject, Body: body})
+	if err := a.enqueue(tx, Work{Kind: WorkMail, Payload: a.Sealer.Seal(string(raw))}); err != nil {
+		return nil, Internal("mail: queue", err)
+	}
+	return func(context.Context) error { return nil }, nil
+}
+
+// DeliverQueuedMail sends an e-mail that queueMailTx put on the queue (the mail worker of jobs). A
+// payload that cannot be opened (the service secret changed) is KindInvalid: retrying cannot help.
+func (a *App) DeliverQueuedMail(ctx context.Context, sealed string) error {
+	plain, err := a.Sealer.Open(sealed)
+	if err != nil {
+		return Invalid("mail: the queued message cannot be opened with this service secret")
+	}
+	var m queuedMail
+	if err := json.Unmarshal([]byte(plain), &m); err != nil {
+		return Invalid("mail: the queued message is malformed")
+	}
+	return a.SendMail(ctx, m.To, m.Subject, m.Body)
 }
 
 // hostOf returns the host name of a URL, "localhost" when it has none.

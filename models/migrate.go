@@ -22,6 +22,39 @@ var Migrations = []Migration{
 	{2, "console sessions remember the hash of their key", func(tx *gorm.DB) error { return tx.AutoMigrate(&Session{}) }},
 	{3, "open jobs and video tasks are found through partial indexes", openWorkIndexes},
 	{4, "an upstream attempt row counts alike calls and names the process that made them", func(tx *gorm.DB) error { return tx.AutoMigrate(&UpstreamAttempt{}) }},
+	{5, "login tokens carry a version that ends them; e-mailed codes count wrong attempts; logins of claimed accounts end", endClaimedLogins},
+}
+
+// endClaimedLogins adds users.token_version and email_codes.attempts, then ends every login of each
+// account that a claim code was redeemed for. Before this version a redemption returned a 24-hour login
+// token for any e-mail, also for an account that existed before it (decisions D8, rewritten): such a
+// token, and whatever was opened with it (console sessions, device logins), must stop working. Which
+// tokens came from a redemption is not recorded, so every login of these accounts ends; their owners sign
+// in again with their password or a code e-mailed to the address.
+func endClaimedLogins(tx *gorm.DB) error {
+	m := tx.Migrator()
+	if !m.HasColumn(&User{}, "TokenVersion") {
+		if err := m.AddColumn(&User{}, "TokenVersion"); err != nil {
+			return err
+		}
+	}
+	if !m.HasColumn(&EmailCode{}, "Attempts") {
+		if err := m.AddColumn(&EmailCode{}, "Attempts"); err != nil {
+			return err
+		}
+	}
+	claimed := tx.Model(&ClaimRedemption{}).Select("user_id")
+	for _, step := range []*gorm.DB{
+		tx.Model(&User{}).Where("id IN (?)", claimed).Update("token_version", gorm.Expr("token_version + 1")),
+		tx.Where("user_id IN (?)", claimed).Delete(&Session{}),
+		tx.Model(&DeviceAuthorization{}).Where("user_id IN (?) AND status = ?", claimed, DeviceApproved).
+			Updates(map[string]any{"status": DeviceDenied, "user_id": nil}),
+	} {
+		if step.Error != nil {
+			return step.Error
+		}
+	}
+	return nil
 }
 
 // openWorkIndexes replaces the plain status indexes of jobs and video tasks by partial indexes on the

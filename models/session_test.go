@@ -75,7 +75,7 @@ func TestClaimCodesAreListedToTheirTenantAndTheAdministrator(t *testing.T) {
 	tpl := platformTemplate(t, app, "poster")
 	mine := newClaim(t, app, acme, 5, tpl)
 	newClaim(t, app, globex, 6, tpl)
-	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: mine.Code, Nickname: "bo", Email: "bo@example.com"}); err != nil {
+	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: mine.Code, Nickname: "bo", Email: "bo@example.com"}, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	list, err := app.ClaimCodesFor(ctx, acme)

@@ -15,10 +15,24 @@ const LoginTTL = 7 * 24 * time.Hour
 
 type loginClaims struct {
 	jwt.RegisteredClaims
+	// Version is the account's TokenVersion when the token was issued; a token of an older version has
+	// ended (endUserLoginsTx). Tokens issued before versions existed carry none, which reads as 0.
+	Version int64 `json:"ver,omitempty"`
 }
 
-// IssueUserToken signs a personal-login JWT for the user, valid for ttl.
+// IssueUserToken signs a personal-login JWT for the user, valid for ttl, carrying the account's current
+// token version.
 func (a *App) IssueUserToken(userID string, ttl time.Duration) (string, time.Time, error) {
+	var u User
+	if err := a.DB.Select("id, token_version").First(&u, "id = ?", userID).Error; err != nil {
+		return "", time.Time{}, fmt.Errorf("login: read token version: %w", err)
+	}
+	return a.issueUserToken(&u, ttl)
+}
+
+// issueUserToken signs a personal-login JWT for u at u.TokenVersion, valid for ttl.
+func (a *App) issueUserToken(u *User, ttl time.Duration) (string, time.Time, error) {
+	userID := u.ID
 	now := a.Now()
 	exp := now.Add(ttl)
 	claims := loginClaims{jwt.RegisteredClaims{
@@ -28,7 +42,7 @@ func (a *App) IssueUserToken(userID string, ttl time.Duration) (string, time.Tim
 		IssuedAt:  jwt.NewNumericDate(now),
 		ExpiresAt: jwt.NewNumericDate(exp),
 		ID:        NewID(),
-	}}
+	}, u.TokenVersion}
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(a.jwtKey())
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("login: sign token: %w", err)
@@ -57,7 +71,36 @@ func (a *App) identityFromToken(token string) (*Identity, error) {
 	if err != nil {
 		return nil, Internal("identity: look up user", err)
 	}
+	if claims.Version != u.TokenVersion {
+		return nil, errLoginEnded
+	}
 	return &Identity{Kind: IdentityUser, UserID: u.ID}, nil
+}
+
+// errLoginEnded refuses a login token that an account's later password change or reset has ended.
+var errLoginEnded = Unauthenticated("this login has ended (the account's password was set or reset since): sign in again with the e-mail and password, or with a code e-mailed to the address")
+
+// endUserLoginsTx ends every login of the account: its login tokens (the version they carry is raised),
+// its console sessions, and its device logins approved but not yet collected. Call userLoginsEnded after
+// the transaction commits, so that no replica keeps serving a cached token.
+func endUserLoginsTx(tx *gorm.DB, userID string) error {
+	if err := tx.Model(&User{}).Where("id = ?", userID).Update("token_version", gorm.Expr("token_version + 1")).Error; err != nil {
+		return Internal("logins: end tokens", err)
+	}
+	if err := tx.Where("user_id = ?", userID).Delete(&Session{}).Error; err != nil {
+		return Internal("logins: end sessions", err)
+	}
+	err := tx.Model(&DeviceAuthorization{}).Where("user_id = ? AND status = ?", userID, DeviceApproved).
+		Updates(map[string]any{"status": DeviceDenied, "user_id": nil}).Error
+	if err != nil {
+		return Internal("logins: end device logins", err)
+	}
+	return nil
+}
+
+// userLoginsEnded makes every replica forget the cached logins of the account (after endUserLoginsTx).
+func (a *App) userLoginsEnded(ctx context.Context, userID string) {
+	a.identityChanged(ctx, IdentityUser, userID)
 }
 
 // UserByEmail returns the personal account with that e-mail.

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"mime"
-	"net"
 	"net/http"
 	"strings"
 
@@ -27,14 +26,8 @@ func (s *Server) registerAuth(api *mux.Router) {
 	api.HandleFunc("/auth/device/token", s.public(s.deviceToken)).Methods(http.MethodPost)
 }
 
-// clientAddr is the caller's network address, the subject of per-address limits.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+// clientAddr is the caller's network address, the subject of per-address limits (models.AddressKey).
+func clientAddr(r *http.Request) string { return models.AddressKey(r.RemoteAddr) }
 
 // writeNoStore writes a JSON answer that carries a credential: never cached (RFC 6749 section 5.1).
 func writeNoStore(w http.ResponseWriter, status int, v any) {

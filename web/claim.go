@@ -21,9 +21,10 @@ import (
 // The pages are public and written in Chinese, for the buyers the codes are sold to (lang="zh-CN").
 //
 // These pages have no session: the redeem form carries a token signed with the service secret
-// (models.Sign) that binds it to the code and expires after claimFormTTL. The per-address rate limits
-// of GET and POST /api/promo-claims live in the REST surface (rest/claims.go, in process memory) and are
-// not exported by the core, so these pages are not rate limited beyond what the core enforces.
+// (models.Sign) that binds it to the code and expires after claimFormTTL. The per-address limits of
+// previews and redemptions are the core's, counted in the database: the same for these pages, POST
+// /api/promo-claims and every replica. A redemption signs in nobody to an account that existed before
+// it (D8): only the page of the redemption that created the account offers the password form.
 
 // claimFormTTL is how long a served redeem form may be posted.
 const claimFormTTL = 2 * time.Hour
@@ -74,7 +75,7 @@ func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, status, claimPage(p))
 		return
 	}
-	out, err := c.svc.RedeemClaim(r.Context(), models.RedeemInput{Code: code, Nickname: p.Nickname, Email: p.Email})
+	out, err := c.svc.RedeemClaim(r.Context(), models.RedeemInput{Code: code, Nickname: p.Nickname, Email: p.Email}, clientAddress(r))
 	if err != nil {
 		status := c.loadClaim(r, &p)
 		if status != http.StatusOK && status != http.StatusGone {
@@ -131,9 +132,9 @@ func (c *Console) claimPasswordError(r *http.Request, err error) (int, string) {
 	case models.KindInvalid:
 		return status, fmt.Sprintf("密码需要至少 %d 个字符，最长 %d 个字节（约 %d 个汉字），请重新输入。", models.MinPasswordLength, models.MaxPasswordBytes, models.MaxPasswordBytes/3)
 	case models.KindUnauthenticated:
-		return status, "设置密码的期限已过。请回到领取页，用领取时的邮箱再次提交，然后设置密码。"
+		return status, "这个设置密码的链接已失效（已过期，或密码已经设置过）。请在登录页选择“邮件验证码”，用发到领取邮箱的验证码设置密码。"
 	case models.KindConflict:
-		return status, "该账号已经设置过密码，请直接用邮箱和密码登录。"
+		return status, "该账号已经设置过密码，请直接用邮箱和密码登录（忘记密码时可在登录页用邮件验证码重设）。"
 	case models.KindForbidden:
 		return status, "该邮箱对应的账号已停用，请联系客服。"
 	}
@@ -152,7 +153,7 @@ func (c *Console) claimView(code string) claimView {
 // used code (a buyer may redeem again with the same e-mail to see the sign-in details), 410 for a
 // disabled one, 404 for an unknown one.
 func (c *Console) loadClaim(r *http.Request, p *claimView) int {
-	prev, err := c.svc.PreviewClaim(r.Context(), p.Code)
+	prev, err := c.svc.PreviewClaim(r.Context(), p.Code, clientAddress(r))
 	switch models.KindOf(err) {
 	case models.KindNotFound, models.KindInvalid:
 		p.State = "unknown"

@@ -260,12 +260,12 @@ func TestPermissionBoundaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	redeemed, err := e.app.RedeemClaim(context.Background(), models.RedeemInput{Code: code.Code, Nickname: "bo", Email: "bo@example.com"})
+	redeemed, err := e.app.RedeemClaim(context.Background(), models.RedeemInput{Code: code.Code, Nickname: "bo", Email: "bo@example.com"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sessions := map[string]*browser{"none": e.browser()}
-	for name, key := range map[string]string{"admin": e.adminKey, "tenant": tenantKey, "account": *acc.APIKey, "user": redeemed.Token} {
+	for name, key := range map[string]string{"admin": e.adminKey, "tenant": tenantKey, "account": *acc.APIKey, "user": *redeemed.Token} {
 		sessions[name] = e.browser()
 		sessions[name].signIn(key)
 	}
@@ -330,7 +330,7 @@ func TestPermissionBoundaries(t *testing.T) {
 	if len(tenants) != 1 {
 		t.Errorf("a tenant was created by a refused post: %d tenants", len(tenants))
 	}
-	if p, _ := e.app.PreviewClaim(context.Background(), code.Code); p.Status != models.ClaimUsed {
+	if p, _ := e.app.PreviewClaim(context.Background(), code.Code, ""); p.Status != models.ClaimUsed {
 		t.Errorf("claim code status = %s, want used (not voided)", p.Status)
 	}
 }
@@ -402,7 +402,7 @@ func TestClaimPages(t *testing.T) {
 	if bad := b.post("/claim/"+code, url.Values{"form_token": {e.forgeClaimToken()}, "nickname": {"Bo"}, "email": {"bo@example.com"}}); bad.Status != 403 {
 		t.Fatalf("redeem with another code's token = %d, want 403", bad.Status)
 	}
-	if pr, _ := e.app.PreviewClaim(context.Background(), code); pr.Status != models.ClaimActive {
+	if pr, _ := e.app.PreviewClaim(context.Background(), code, ""); pr.Status != models.ClaimActive {
 		t.Fatalf("a refused post redeemed the code: %s", pr.Status)
 	}
 	form.Set("form_token", token)
@@ -623,7 +623,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if p := b.post("/admin/claims/"+code.Code, url.Values{"csrf": {csrf}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("void = %d: %s", p.Status, excerpt(p.Body))
 	}
-	if pr, _ := e.app.PreviewClaim(context.Background(), code.Code); pr.Status != models.ClaimDisabled {
+	if pr, _ := e.app.PreviewClaim(context.Background(), code.Code, ""); pr.Status != models.ClaimDisabled {
 		t.Fatalf("code status after void = %s", pr.Status)
 	}
 

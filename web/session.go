@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -239,13 +238,7 @@ func (c *Console) checkFormToken(r *http.Request) bool {
 }
 
 // clientAddress is the caller's network address, the subject of per-address limits.
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+func clientAddress(r *http.Request) string { return models.AddressKey(r.RemoteAddr) }
 
 // codeLink is the sign-in-by-code page, keeping where the sign-in returns to.
 func codeLink(next string) string {
