@@ -231,7 +231,7 @@ func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
 	if code == wrong {
 		wrong = "111111"
 	}
-	if p := reset(wrong, "a fine password"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "wrong verification code") {
+	if p := reset(wrong, "a fine password"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "wrong sign-in code") {
 		t.Fatalf("wrong code = %d: %s", p.Status, excerpt(p.Body))
 	}
 	res := reset(code, "a fine password")

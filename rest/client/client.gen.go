@@ -483,16 +483,21 @@ type ClaimPreviewTemplatesType string
 
 // ClaimRedeemed defines model for ClaimRedeemed.
 type ClaimRedeemed struct {
-	Credits   int                `json:"credits"`
-	LoginHint string             `json:"login_hint"`
-	Ok        ClaimRedeemedOk    `json:"ok"`
-	Templates []ClaimTemplateRef `json:"templates"`
+	Credits   int             `json:"credits"`
+	LoginHint string          `json:"login_hint"`
+	Ok        ClaimRedeemedOk `json:"ok"`
 
-	// Token personal-login JWT of the e-mail's account; send as Authorization: Bearer
-	Token string `json:"token"`
+	// SignInRequired true when no token is given; the owner of the e-mail signs in with the password or an e-mailed code.
+	SignInRequired bool               `json:"sign_in_required"`
+	Templates      []ClaimTemplateRef `json:"templates"`
 
-	// TokenExpiresAt 24 hours after issue
-	TokenExpiresAt time.Time `json:"token_expires_at"`
+	// Token Personal-login JWT of the account this redemption created (send as Authorization: Bearer); null
+	// when the account existed before or the code was redeemed before (D8). It ends when the account's
+	// first password is set.
+	Token *string `json:"token"`
+
+	// TokenExpiresAt 24 hours after issue; null with token
+	TokenExpiresAt *time.Time `json:"token_expires_at"`
 
 	// TutorialPdf The tutorial downloadable on the claim page's last step; null when none was given.
 	TutorialPdf *TutorialPDF `json:"tutorial_pdf"`
@@ -5803,9 +5808,7 @@ type SendRegisterCodeResponse struct {
 		Ok        bool `json:"ok"`
 	}
 	JSON400 *BadRequest
-	JSON409 *Error
 	JSON429 *RateLimited
-	JSON503 *Error
 }
 
 // Status returns HTTPResponse.Status
@@ -8466,26 +8469,12 @@ func ParseSendRegisterCodeResponse(rsp *http.Response) (*SendRegisterCodeRespons
 		}
 		response.JSON400 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON429 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Error
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON503 = &dest
 
 	}
 
