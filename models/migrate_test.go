@@ -63,3 +63,67 @@ func TestMigrateFromTwoReplicasAtOnce(t *testing.T) {
 		t.Fatalf("schema_migrations = %v, want each of the %d versions once", versions, len(models.Migrations))
 	}
 }
+
+// TestUpgradeEndsTheLoginsOfClaimedAccounts upgrades a database of version 4, where a redemption gave a
+// login token for any e-mail (D8 as first written), to the current version: every login of an account a
+// code was redeemed for ends (tokens and console sessions), and other accounts keep theirs.
+func TestUpgradeEndsTheLoginsOfClaimedAccounts(t *testing.T) {
+	ctx := context.Background()
+	dbURL := modelstest.URLFor(t)
+	open := func() *models.App {
+		db, err := models.OpenDB(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if err := models.Migrate(ctx, db); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+		app, err := models.NewApp(ctx, db, models.DefaultConfig(), models.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return app
+	}
+	app := open()
+	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
+	victim, bystander := newUser(t, app, 0), newUser(t, app, 0)
+	var v models.User
+	app.DB.First(&v, "id = ?", victim.UserID)
+	// Tokens issued at version 0 carry no version, as every token of version 4 did.
+	victimToken, _, err := app.IssueUserToken(victim.UserID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bystanderToken, _, _ := app.IssueUserToken(bystander.UserID, time.Hour)
+	session, err := app.StartUserSession(ctx, victim.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := newClaim(t, app, tenant, 1, platformTemplate(t, app, "poster"))
+	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "x", Email: v.Email}, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Back to version 4: without the columns and the step of version 5; then the upgrade, as a restart.
+	m := app.DB.Migrator()
+	if err := m.DropColumn(&models.User{}, "TokenVersion"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DropColumn(&models.EmailCode{}, "Attempts"); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.DB.Exec("DELETE FROM schema_migrations WHERE version = 5").Error; err != nil {
+		t.Fatal(err)
+	}
+	app.DB.Close()
+	app = open()
+	if _, err := app.ResolveIdentity(ctx, victimToken); models.KindOf(err) != models.KindUnauthenticated {
+		t.Fatalf("a token of a claimed account after the upgrade: %v, want unauthenticated", err)
+	}
+	if _, err := app.SessionUser(ctx, session); models.KindOf(err) != models.KindUnauthenticated {
+		t.Fatalf("a console session of a claimed account after the upgrade: %v, want unauthenticated", err)
+	}
+	if id, err := app.ResolveIdentity(ctx, bystanderToken); err != nil || id.UserID != bystander.UserID {
+		t.Fatalf("another account's token after the upgrade: %v", err)
+	}
+}
