@@ -99,7 +99,27 @@ func (a *App) RotateAdminKey(ctx context.Context) (string, error) {
 	return fresh, nil
 }
 
-// Tx runs fn in one database transaction.
+// Tx runs fn in one database transaction. A transaction that meets a deadlock or a serialization
+// failure (PostgreSQL 40P01, 40001) or a busy or locked SQLite database was rolled back whole by the
+// database: Tx runs fn again from the start, at most txAttempts times in all, after a short jittered
+// pause (retryableTxError, txBackoff in db.go). fn must therefore be safe to re-run: it reads what it
+// needs inside tx and assigns (never accumulates into) the variables it shares with its caller. Work that
+// must happen once per committed transaction (metrics) is registered with afterCommit and runs only
+// after the commit that succeeded.
 func (a *App) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return a.DB.WithContext(ctx).Transaction(fn)
+	for attempt := 1; ; attempt++ {
+		hooks := &txHooks{}
+		err := a.DB.WithContext(context.WithValue(ctx, txHooksKey{}, hooks)).Transaction(fn)
+		if err == nil {
+			hooks.run()
+			return nil
+		}
+		if attempt >= txAttempts || !retryableTxError(err) {
+			return err
+		}
+		slog.WarnContext(ctx, "transaction rolled back by the database; running it again", "attempt", attempt, "err", err.Error())
+		if !sleepCtx(ctx, txBackoff(attempt)) {
+			return err
+		}
+	}
 }

@@ -6,18 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-	_ "modernc.org/sqlite" // registers the pure Go "sqlite" driver
+	msqlite "modernc.org/sqlite" // the pure Go "sqlite" driver (registered on import) and its errors
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Dialect names the database engine behind a DB.
@@ -205,4 +208,72 @@ type slogWriter struct{}
 
 func (slogWriter) Printf(format string, args ...any) {
 	slog.Warn(strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "gorm")
+}
+
+// txAttempts bounds how often App.Tx runs one transaction that the database rolled back for a deadlock,
+// a serialization failure or a busy SQLite file.
+const txAttempts = 5
+
+// retryableTxError reports whether err says that the database rolled the transaction back for a reason
+// that running it again may not meet: a deadlock (PostgreSQL 40P01, the victim chosen by the deadlock
+// detector), a serialization failure (40001), or SQLite's busy or locked database (SQLITE_BUSY,
+// SQLITE_LOCKED, with their extended codes). The chain of causes is searched; a cause wrapped as text
+// only is recognised by its SQLSTATE.
+func retryableTxError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "40P01" || pg.Code == "40001"
+	}
+	var lite *msqlite.Error
+	if errors.As(err, &lite) {
+		code := lite.Code() & 0xff // the primary result code of an extended one
+		return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "SQLSTATE 40P01") || strings.Contains(msg, "SQLSTATE 40001")
+}
+
+// txBackoff is the pause before attempt+1 of a transaction: about 5 ms doubled per attempt, with full
+// jitter, so that the transactions that met each other do not meet again in step.
+func txBackoff(attempt int) time.Duration {
+	ceiling := 5 * time.Millisecond << min(attempt-1, 5)
+	return ceiling/2 + rand.N(ceiling/2+1)
+}
+
+// sleepCtx waits d, or less when ctx ends first; it reports whether the whole pause passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// txHooks are the functions to run once the transaction of one App.Tx attempt has committed.
+type txHooks struct{ fns []func() }
+
+type txHooksKey struct{}
+
+func (h *txHooks) run() {
+	for _, fn := range h.fns {
+		fn()
+	}
+}
+
+// afterCommit runs fn once tx has committed, when tx is a transaction of App.Tx (an attempt that is rolled
+// back and run again forgets it); on any other handle it runs fn at once.
+func afterCommit(tx *gorm.DB, fn func()) {
+	if tx != nil && tx.Statement != nil && tx.Statement.Context != nil {
+		if h, ok := tx.Statement.Context.Value(txHooksKey{}).(*txHooks); ok {
+			h.fns = append(h.fns, fn)
+			return
+		}
+	}
+	fn()
 }

@@ -18,7 +18,19 @@ import (
 // touches with conditional updates (so that concurrent requests can never overspend) and writes one
 // append-only LedgerEntry per balance moved. The sum of a balance's ledger deltas is that balance.
 //
-// Lock order, to keep PostgreSQL free of deadlocks: a member account row before its tenant row.
+// Lock order. Every transaction that moves credits takes the row locks it needs in one order:
+//
+//  1. the record being charged or refunded (a job or video task row, when there is one);
+//  2. the member account row (accounts), when a member is involved: ChargeTx and RefundTx lock it first
+//     (SELECT ... FOR UPDATE) even when they only move the tenant's pool, and SetAccountQuota and
+//     RekeyAccount lock it (lockAccount) before anything else;
+//  3. the tenant row (tenants): spendable, reserved and the monthly quota;
+//  4. everything written after the movement: ledger rows, usage counters, the queue.
+//
+// Rate counters (rate_counters) are taken before 2, and are per owner. A transaction that holds a
+// lower-numbered row never waits for a higher-numbered one held by a transaction that waits for it, so
+// two movements cannot deadlock on these rows. Should the database still roll a transaction back (a
+// deadlock elsewhere, a serialization failure), App.Tx runs it again from the start.
 
 // The balances a ledger row can move.
 const (
@@ -82,7 +94,7 @@ func (l *ledger) write(kind, balance string, tenantID, accountID, userID string,
 	if err := l.tx.Create(&e).Error; err != nil {
 		return fmt.Errorf("ledger: write %s: %w", kind, err)
 	}
-	countCredits(&e)
+	afterCommit(l.tx, func() { countCredits(&e) })
 	return nil
 }
 
@@ -101,7 +113,7 @@ func (l *ledger) entry(kind, balance string, tenantID, accountID, userID string,
 	return e
 }
 
-// countCredits adds a written row to the credits metric.
+// countCredits adds a written row to the credits metric, once its transaction has committed.
 func countCredits(e *LedgerEntry) {
 	if e.Delta != 0 && e.Balance != BalanceTenantReserved {
 		// Reserved rows mirror member rows; counting both would double the figure.
@@ -141,16 +153,20 @@ func (a *App) ChargeTx(tx *gorm.DB, id *Identity, amount int64, ref, note string
 			return c, err
 		}
 	}
+	// The lock order: the member's account row before the tenant's row, whichever balance pays.
+	var acc *Account
+	if id.Kind == IdentityAccount {
+		var err error
+		if acc, err = lockAccount(tx, id.TenantID, id.AccountID); err != nil {
+			return Charge{}, err
+		}
+	}
 	t, err := findTenant(tx, id.TenantID)
 	if err != nil {
 		return Charge{}, err
 	}
 	accountID := ""
-	if id.Kind == IdentityAccount {
-		var acc Account
-		if err := tx.First(&acc, "id = ? AND tenant_id = ?", id.AccountID, id.TenantID).Error; err != nil {
-			return Charge{}, Internal("ledger: read account", err)
-		}
+	if acc != nil {
 		if !acc.Shared {
 			return l.chargeDedicated(t, acc.ID, amount, ref, note)
 		}
@@ -297,7 +313,7 @@ func (l *ledger) tryPoolOneStatement(tenantID, accountID string, amount int64, r
 		return Charge{}, false, nil
 	}
 	e.After = after[0]
-	countCredits(&e)
+	afterCommit(l.tx, func() { countCredits(&e) })
 	return Charge{amount, BalanceTenantSpendable}, true, nil
 }
 
@@ -371,6 +387,13 @@ func (l *ledger) chargeDedicated(t *Tenant, accountID string, amount int64, ref,
 func (a *App) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge, ref, note string) error {
 	if c.Amount <= 0 {
 		return nil
+	}
+	if accountID != "" && c.ChargedTo != BalanceUser {
+		// The lock order: the member's account row before the tenant's row, whichever balance is refunded.
+		var locked []string
+		if err := tx.Model(&Account{}).Clauses(clause.Locking{Strength: "UPDATE"}).Where("id = ?", accountID).Pluck("id", &locked).Error; err != nil {
+			return Internal("ledger: lock account", err)
+		}
 	}
 	l := a.newLedger(tx)
 	unuse := map[string]any{"used_month": gorm.Expr(
@@ -497,7 +520,10 @@ func (l *ledger) moveToAccount(tenantID, accountID string, delta int64, note str
 	}
 	res = l.tx.Model(&Account{}).Where("id = ? AND credits + ? >= 0", accountID, delta).Update("credits", gorm.Expr("credits + ?", delta))
 	if res.Error != nil || res.RowsAffected == 0 {
-		return Internal("ledger: "+kind+" account", fmt.Errorf("account %s: %v", accountID, res.Error))
+		if res.Error != nil {
+			return Internal("ledger: "+kind+" account", fmt.Errorf("account %s: %w", accountID, res.Error))
+		}
+		return Internal("ledger: "+kind+" account", fmt.Errorf("account %s: credits would go below zero", accountID))
 	}
 	var acc Account
 	if err := l.tx.Select("credits").First(&acc, "id = ?", accountID).Error; err != nil {
