@@ -43,6 +43,31 @@ type Options struct {
 	KeepAlive time.Duration
 	// InitTimeout is how long a WebSocket connection may take to send connection_init (default 10 s).
 	InitTimeout time.Duration
+
+	// The bounds of a document (the query text of an operation, over HTTP or WebSocket), checked before
+	// it is parsed and validated (see documentBounds); a document past one is refused with the code
+	// QUERY_LIMIT_EXCEEDED (422 over HTTP) and a message naming the bound.
+
+	// MaxQueryBytes bounds the length of a document (default 64 KiB).
+	MaxQueryBytes int
+	// MaxTokens bounds the tokens of a document (default 10 000).
+	MaxTokens int
+	// MaxNesting bounds the nesting of brackets ({, [, () in a document (default 32).
+	MaxNesting int
+	// MaxFields bounds the fields of a document, aliases included and fragments counted at each spread
+	// (default 1000).
+	MaxFields int
+	// MaxRepeatedField bounds how many fields answer at one response path, e.g. jobs.edges.node.id
+	// (default 10): validation compares each pair of them, and their sub-selections.
+	MaxRepeatedField int
+}
+
+// orDefault returns v, or def when v is not positive.
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // maxBody bounds a GraphQL request body, like every REST JSON body.
@@ -78,7 +103,18 @@ func NewHandler(svc *jobs.Service, opts Options) http.Handler {
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	validated := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(validated)
+	bounds := documentBounds{
+		maxBytes:    orDefault(opts.MaxQueryBytes, defaultMaxQueryBytes),
+		maxTokens:   orDefault(opts.MaxTokens, defaultMaxTokens),
+		maxNesting:  orDefault(opts.MaxNesting, defaultMaxNesting),
+		maxFields:   orDefault(opts.MaxFields, defaultMaxFields),
+		maxRepeated: orDefault(opts.MaxRepeatedField, defaultMaxRepeatedField),
+		validated:   validated,
+	}
+	srv.Use(bounds)
+	srv.SetParserTokenLimit(bounds.maxTokens)
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.FixedComplexityLimit(opts.MaxComplexity))
 	srv.Use(depthLimit{max: opts.MaxDepth})

@@ -1,0 +1,324 @@
+package graph
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/lexer"
+	"github.com/vektah/gqlparser/v2/parser"
+)
+
+// The defaults of the document bounds (Options).
+const (
+	defaultMaxQueryBytes    = 64 << 10
+	defaultMaxTokens        = 10_000
+	defaultMaxNesting       = 32
+	defaultMaxFields        = 1000
+	defaultMaxRepeatedField = 10
+)
+
+// codeQueryLimit is the extension code of a document refused by its bounds; like a validation error it
+// is answered 422 over HTTP and with an "error" message over WebSocket.
+const codeQueryLimit = "QUERY_LIMIT_EXCEEDED"
+
+func init() { errcode.RegisterErrorType(codeQueryLimit, errcode.KindProtocol) }
+
+// documentBounds refuses a document that is too large before gqlparser validates it: validation (the
+// rule that fields of one response name can be merged, above all) grows with the square of the fields,
+// and gqlgen runs it to the end whatever the request's context says. The checks run on the raw text of
+// every operation, whatever its transport (POST, GET, a WebSocket subscribe message), in order of cost:
+// its length in bytes; a lexer pass that counts tokens and the nesting of brackets without building
+// anything; then a parse (at most maxTokens tokens) and a walk that counts the fields as validation
+// will see them (aliases included, fragments expanded once per spread), the fields at one response path,
+// and the introspection fields of an operation (which the complexity limit does not weigh). Each step is
+// linear in the document and stops at the first bound passed; a document whose syntax is wrong is left
+// to gqlgen, which reports it. Documents gqlgen already validated (its query cache) skip the checks.
+type documentBounds struct {
+	maxBytes, maxTokens, maxNesting, maxFields, maxRepeated int
+	// validated is gqlgen's cache of validated documents.
+	validated graphql.Cache[*ast.QueryDocument]
+}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.OperationParameterMutator
+} = documentBounds{}
+
+// ExtensionName names the extension.
+func (documentBounds) ExtensionName() string { return "DocumentBounds" }
+
+// Validate accepts any schema.
+func (documentBounds) Validate(graphql.ExecutableSchema) error { return nil }
+
+// MutateOperationParameters checks the document before gqlgen parses and validates it.
+func (b documentBounds) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if err := ctx.Err(); err != nil {
+		// The client left (or the connection ended): nothing more is worth doing for it.
+		return gqlerror.Errorf("the request ended before its document was checked: %v", err)
+	}
+	if b.validated != nil {
+		if _, ok := b.validated.Get(ctx, p.Query); ok {
+			return nil
+		}
+	}
+	return b.check(p.Query)
+}
+
+// check applies the bounds to one document.
+func (b documentBounds) check(query string) *gqlerror.Error {
+	if len(query) > b.maxBytes {
+		return limitError("the GraphQL document is %d bytes, above the limit of %d (MaxQueryBytes); send a shorter "+
+			"document, with long values as variables", len(query), b.maxBytes)
+	}
+	if err := b.lex(query); err != nil {
+		return err
+	}
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: query}, b.maxTokens)
+	if err != nil {
+		return nil // gqlgen parses it again and answers the syntax error
+	}
+	w := fieldWalk{bounds: b, fragments: map[string]*fragmentCount{}}
+	for _, f := range doc.Fragments {
+		w.fragments[f.Name] = &fragmentCount{def: f}
+	}
+	for _, op := range doc.Operations {
+		if err := w.operation(op.SelectionSet); err != nil {
+			return err
+		}
+	}
+	for _, f := range doc.Fragments {
+		// Validation checks every fragment definition on its own as well.
+		c, err := w.fragment(f.Name)
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			if err := w.add(c.fields); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lex counts the tokens of query and the nesting of its brackets in one pass of the lexer; a lexical
+// error is left to the parser, which reports it with its position.
+func (b documentBounds) lex(query string) *gqlerror.Error {
+	lx := lexer.New(&ast.Source{Input: query})
+	tokens, nesting := 0, 0
+	for {
+		tok, err := lx.ReadToken()
+		if err != nil {
+			return nil
+		}
+		switch tok.Kind {
+		case lexer.EOF:
+			return nil
+		case lexer.Comment:
+			continue
+		case lexer.BraceL, lexer.BracketL, lexer.ParenL:
+			nesting++
+			if nesting > b.maxNesting {
+				return limitError("the GraphQL document nests brackets more than %d deep (MaxNesting); flatten the "+
+					"query", b.maxNesting)
+			}
+		case lexer.BraceR, lexer.BracketR, lexer.ParenR:
+			nesting--
+		}
+		tokens++
+		if tokens > b.maxTokens {
+			return limitError("the GraphQL document has more than %d tokens (MaxTokens); split it into smaller "+
+				"operations", b.maxTokens)
+		}
+	}
+}
+
+// fieldWalk counts the fields of a parsed document as validation sees them: in all, and per response
+// path (the response names from the operation down to the field, e.g. jobs.edges.node.id). Validation
+// compares every two fields that answer at one path, and through them their sub-selections, so its work
+// grows with the sum over paths of the square of their fields: bounding the fields at one path (and the
+// fields in all) bounds it.
+type fieldWalk struct {
+	bounds    documentBounds
+	total     int
+	fragments map[string]*fragmentCount
+}
+
+// fragmentCount is what one fragment brings where it is spread: its fields (expanded), and its fields
+// per response path relative to the selection it is spread in.
+type fragmentCount struct {
+	def      *ast.FragmentDefinition
+	visiting bool
+	done     bool
+	fields   int
+	schemas  int // __schema fields
+	types    int // __type fields
+	paths    map[string]int
+}
+
+// operation counts the fields of an operation and checks the fields at each of its paths.
+func (w *fieldWalk) operation(set ast.SelectionSet) *gqlerror.Error {
+	paths := map[string]int{}
+	n, err := w.collect(set, "", paths)
+	if err != nil {
+		return err
+	}
+	if err := w.add(n.fields); err != nil {
+		return err
+	}
+	// The complexity limit does not weigh introspection: each __schema answers the whole schema, each
+	// __type a whole type.
+	if n.schemas > maxSchemaFields {
+		return limitError("the GraphQL operation asks for __schema %d times, above the limit of %d; ask for it once",
+			n.schemas, maxSchemaFields)
+	}
+	if n.types > maxTypeFields {
+		return limitError("the GraphQL operation asks for __type %d times, above the limit of %d; ask for "+
+			"__schema { types { ... } } instead", n.types, maxTypeFields)
+	}
+	return w.repeated(paths)
+}
+
+// tally is what collect counts in a selection.
+type tally struct {
+	fields  int
+	schemas int // __schema fields
+	types   int // __type fields
+}
+
+// The introspection fields one operation may ask for.
+const (
+	maxSchemaFields = 1
+	maxTypeFields   = 10
+)
+
+// add adds n fields to the document's total.
+func (w *fieldWalk) add(n int) *gqlerror.Error {
+	w.total += n
+	if w.total > w.bounds.maxFields {
+		return w.tooManyFields()
+	}
+	return nil
+}
+
+func (w *fieldWalk) tooManyFields() *gqlerror.Error {
+	return limitError("the GraphQL document has more than %d fields (MaxFields; aliases count, and a fragment "+
+		"counts its fields at every spread); ask for fewer fields or split it into several operations", w.bounds.maxFields)
+}
+
+// collect returns the fields of set (fragments expanded) and counts them per response path under
+// prefix into paths. It stops as soon as they, with the fields of the document counted before, pass
+// the bound.
+func (w *fieldWalk) collect(set ast.SelectionSet, prefix string, paths map[string]int) (tally, *gqlerror.Error) {
+	var n tally
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			name := s.Alias
+			if name == "" {
+				name = s.Name
+			}
+			path := join(prefix, name)
+			paths[path]++
+			sub, err := w.collect(s.SelectionSet, path, paths)
+			if err != nil {
+				return tally{}, err
+			}
+			n.fields += 1 + sub.fields
+			n.schemas += sub.schemas
+			n.types += sub.types
+			switch s.Name {
+			case "__schema":
+				n.schemas++
+			case "__type":
+				n.types++
+			}
+		case *ast.InlineFragment:
+			sub, err := w.collect(s.SelectionSet, prefix, paths)
+			if err != nil {
+				return tally{}, err
+			}
+			n.fields += sub.fields
+			n.schemas += sub.schemas
+			n.types += sub.types
+		case *ast.FragmentSpread:
+			c, err := w.fragment(s.Name)
+			if err != nil {
+				return tally{}, err
+			}
+			if c == nil {
+				continue // unknown, or spread within itself: validation refuses it
+			}
+			if w.total+n.fields+c.fields > w.bounds.maxFields {
+				return tally{}, w.tooManyFields()
+			}
+			n.fields += c.fields
+			n.schemas += c.schemas
+			n.types += c.types
+			for rel, count := range c.paths {
+				paths[join(prefix, rel)] += count
+			}
+		}
+		if w.total+n.fields > w.bounds.maxFields {
+			return tally{}, w.tooManyFields()
+		}
+	}
+	return n, nil
+}
+
+// join appends a response name to a path.
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// fragment returns the count of a fragment, made once and checked on its own (validation checks every
+// fragment definition by itself too); nil for an unknown fragment or one spread inside itself.
+func (w *fieldWalk) fragment(name string) (*fragmentCount, *gqlerror.Error) {
+	c := w.fragments[name]
+	if c == nil || c.visiting {
+		return nil, nil
+	}
+	if c.done {
+		return c, nil
+	}
+	c.visiting = true
+	paths := map[string]int{}
+	n, err := w.collect(c.def.SelectionSet, "", paths)
+	c.visiting = false
+	if err != nil {
+		return nil, err
+	}
+	if err := w.repeated(paths); err != nil {
+		return nil, err
+	}
+	c.fields, c.schemas, c.types, c.paths, c.done = n.fields, n.schemas, n.types, paths, true
+	return c, nil
+}
+
+// repeated refuses a document where too many fields answer at one response path.
+func (w *fieldWalk) repeated(paths map[string]int) *gqlerror.Error {
+	worst, most := "", 0
+	for path, n := range paths {
+		if n > most || n == most && path < worst {
+			worst, most = path, n
+		}
+	}
+	if most > w.bounds.maxRepeated {
+		return limitError("the GraphQL document has %d fields answering at %s, above the limit of %d "+
+			"(MaxRepeatedField; aliases and fragments spread there count); ask for each field once", most, worst, w.bounds.maxRepeated)
+	}
+	return nil
+}
+
+// limitError is the error of a refused document: code QUERY_LIMIT_EXCEEDED (422 over HTTP).
+func limitError(format string, args ...any) *gqlerror.Error {
+	err := gqlerror.Errorf(format, args...)
+	err.Extensions = map[string]any{"code": codeQueryLimit}
+	return err
+}
