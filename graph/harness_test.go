@@ -50,6 +50,7 @@ type envConfig struct {
 	adminKey string
 	workers  bool
 	opts     server.Options
+	vars     map[string]string // settings (environment variables) beyond the harness's own
 }
 
 // envOption adjusts the configuration of a replica.
@@ -58,6 +59,16 @@ type envOption func(c *envConfig)
 // onDatabase runs the replica on an existing database with the given administrator key (several replicas).
 func onDatabase(dbURL, adminKey string) envOption {
 	return func(c *envConfig) { c.dbURL, c.adminKey = dbURL, adminKey }
+}
+
+// setting sets a configuration variable of the replica.
+func setting(name, value string) envOption {
+	return func(c *envConfig) {
+		if c.vars == nil {
+			c.vars = map[string]string{}
+		}
+		c.vars[name] = value
+	}
 }
 
 // withoutWorkers starts only the HTTP surfaces and the event broker, no queue workers.
@@ -83,6 +94,9 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		"SERVICE_ADMIN_KEY":          ec.adminKey,
 		"SERVICE_ALLOW_PRIVATE_URLS": "true",
 		"DATABASE_URL":               ec.dbURL,
+	}
+	for k, v := range ec.vars {
+		vars[k] = v
 	}
 	cfg, err := models.LoadConfig(func(v models.ConfigVar) (string, bool) { val, ok := vars[v.Env]; return val, ok })
 	if err != nil {

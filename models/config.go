@@ -39,6 +39,9 @@ type Config struct {
 	OIDCClientID      string
 	OIDCClientSecret  string
 	PresignRegionRule string
+
+	// MaxSubscriptionsPerIdentity bounds the subscriptions one identity holds open at once on one replica.
+	MaxSubscriptionsPerIdentity int
 }
 
 // ConfigVar describes one configuration variable: its environment name, flag, default and meaning.
@@ -73,6 +76,9 @@ var ConfigVars = []ConfigVar{
 	}},
 	{"SERVICE_GENERATE_RATE", "generate-rate", "120", "image generation calls per hour per identity", func(c *Config, v string) error { return positiveInt(&c.GenerateRate, v) }},
 	{"SERVICE_UPLOAD_RATE", "upload-rate", "120", "uploads per hour per owner", func(c *Config, v string) error { return positiveInt(&c.UploadRate, v) }},
+	{"SERVICE_MAX_SUBSCRIPTIONS_PER_IDENTITY", "max-subscriptions-per-identity", "100", "subscriptions (GraphQL job and video progress, the console's live job list) one identity may hold open at once on one replica", func(c *Config, v string) error {
+		return positiveInt(&c.MaxSubscriptionsPerIdentity, v)
+	}},
 	{"SERVICE_WORKERS", "workers", "50", "jobs this replica works on at once (generations wait on upstreams: raise it for slow upstreams, lower it to leave CPU to requests)", func(c *Config, v string) error { return positiveInt(&c.Workers, v) }},
 	{"SERVICE_S3_ENDPOINT", "s3-endpoint", "", "S3-compatible endpoint; enables the S3 media store and direct uploads", str(func(c *Config) *string { return &c.S3Endpoint })},
 	{"SERVICE_S3_BUCKET", "s3-bucket", "", "S3 bucket", str(func(c *Config) *string { return &c.S3Bucket })},

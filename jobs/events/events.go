@@ -41,7 +41,15 @@ type Options struct {
 	QueueLimit int
 	// RetryMax bounds the back-off between attempts to reconnect the PostgreSQL listener (default 5 s).
 	RetryMax time.Duration
+	// MaxPerIdentity bounds the subscriptions one identity holds open at once on this replica, whatever
+	// the surface (GraphQL subscriptions, the console's event stream); the setting
+	// SERVICE_MAX_SUBSCRIPTIONS_PER_IDENTITY (default DefaultMaxPerIdentity).
+	MaxPerIdentity int
 }
+
+// DefaultMaxPerIdentity is the default of Options.MaxPerIdentity, and of the setting
+// SERVICE_MAX_SUBSCRIPTIONS_PER_IDENTITY.
+const DefaultMaxPerIdentity = 100
 
 // eventKey names what a subscription follows: one row of a topic, or every row of it (ID "").
 type eventKey struct {
@@ -71,6 +79,13 @@ type Broker struct {
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
 	started bool
+
+	// held counts the open subscriptions of each identity (Identity.Owner) in this process, against
+	// maxPerIdentity. The count is per replica and in memory: a count kept in the database would stay
+	// taken by the subscriptions of a replica that crashed.
+	heldMu         sync.Mutex
+	held           map[string]int
+	maxPerIdentity int
 }
 
 // New returns the broker of the database db; Start runs it. It is the models.Publisher of the core:
@@ -82,7 +97,10 @@ func New(db *models.DB, opts Options) *Broker {
 	if opts.RetryMax <= 0 {
 		opts.RetryMax = 5 * time.Second
 	}
-	b := &Broker{db: db, opts: opts,
+	if opts.MaxPerIdentity <= 0 {
+		opts.MaxPerIdentity = DefaultMaxPerIdentity
+	}
+	b := &Broker{db: db, opts: opts, held: map[string]int{}, maxPerIdentity: opts.MaxPerIdentity,
 		subs: map[eventKey]map[*subscription]struct{}{}, pending: map[eventKey]struct{}{},
 		wake: make(chan struct{}, 1), notifyWake: make(chan struct{}, 1)}
 	return b
@@ -270,6 +288,51 @@ type subscription struct {
 	key     eventKey
 	filter  func(any) bool
 	deliver func(any) (finished bool)
+	// release gives back the identity's place (hold); the broker calls it when it forgets the
+	// subscription, and the follower when its context ends: the first call counts.
+	release func()
+}
+
+// SetMaxPerIdentity changes the bound of subscriptions one identity holds open at once on this replica
+// (Options.MaxPerIdentity); n <= 0 keeps it. Subscriptions already open are kept.
+func (b *Broker) SetMaxPerIdentity(n int) {
+	if n <= 0 {
+		return
+	}
+	b.heldMu.Lock()
+	b.maxPerIdentity = n
+	b.heldMu.Unlock()
+}
+
+// hold takes one of the identity's places for a new subscription, or refuses it when all are taken. The
+// returned function gives the place back; calling it again does nothing.
+func (b *Broker) hold(id *models.Identity) (func(), error) {
+	owner := id.Owner()
+	b.heldMu.Lock()
+	defer b.heldMu.Unlock()
+	if b.held[owner] >= b.maxPerIdentity {
+		return nil, &models.Error{Kind: models.KindRateLimited, Message: fmt.Sprintf("this identity already has "+
+			"%d subscriptions open (the limit, SERVICE_MAX_SUBSCRIPTIONS_PER_IDENTITY, is %d per replica); close "+
+			"some (complete them, close their connection or page) before opening another", b.held[owner], b.maxPerIdentity)}
+	}
+	b.held[owner]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.heldMu.Lock()
+			if b.held[owner]--; b.held[owner] <= 0 {
+				delete(b.held, owner)
+			}
+			b.heldMu.Unlock()
+		})
+	}, nil
+}
+
+// Held returns how many subscriptions the identity holds open in this process.
+func (b *Broker) Held(id *models.Identity) int {
+	b.heldMu.Lock()
+	defer b.heldMu.Unlock()
+	return b.held[id.Owner()]
 }
 
 func (b *Broker) subscribe(s *subscription) {
@@ -289,13 +352,16 @@ func (b *Broker) unsubscribe(s *subscription) {
 	b.mu.Unlock()
 }
 
-// forget removes a subscription; the caller holds b.mu.
+// forget removes a subscription and gives its identity's place back; the caller holds b.mu.
 func (b *Broker) forget(s *subscription) {
 	if set := b.subs[s.key]; set != nil {
 		delete(set, s)
 		if len(set) == 0 {
 			delete(b.subs, s.key)
 		}
+	}
+	if s.release != nil {
+		s.release()
 	}
 }
 
@@ -417,8 +483,12 @@ func follow[R, V any](ctx context.Context, b *Broker, id *models.Identity, key e
 	if err := id.Require(models.CapGenerate); err != nil {
 		return nil, err
 	}
+	release, err := b.hold(id)
+	if err != nil {
+		return nil, err
+	}
 	f.stream = newStream[V](b.opts.QueueLimit)
-	sub := &subscription{key: key, deliver: f.push}
+	sub := &subscription{key: key, deliver: f.push, release: release}
 	b.subscribe(sub)
 	row, err := read()
 	if err != nil {
@@ -501,8 +571,12 @@ func (b *Broker) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *m
 	if err := id.Require(models.CapGenerate); err != nil {
 		return nil, err
 	}
+	release, err := b.hold(id)
+	if err != nil {
+		return nil, err
+	}
 	f := &jobsFollower{stream: newStream[models.JobView](b.opts.QueueLimit), sent: newLastSeen[models.JobView]()}
-	sub := &subscription{key: eventKey{models.TopicJob, ""}, deliver: f.push,
+	sub := &subscription{key: eventKey{models.TopicJob, ""}, deliver: f.push, release: release,
 		filter: func(v any) bool { return v.(*models.Job).VisibleTo(id) }}
 	b.subscribe(sub)
 	context.AfterFunc(ctx, func() {

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +21,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, events.Options{})
+}
+
+func newEnvWith(t *testing.T, opts events.Options) *env {
+	t.Helper()
 	ctx := context.Background()
 	db := modelstest.NewDB(t)
-	b := events.New(db, events.Options{})
+	b := events.New(db, opts)
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -130,4 +136,80 @@ func TestFollowJobsSeesOnlyItsOwnJobs(t *testing.T) {
 			t.Fatal("the subscription is still open after its context ended")
 		}
 	}
+}
+
+// waitHeld waits until the identity holds n subscriptions.
+func (e *env) waitHeld(id *models.Identity, n int) {
+	e.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); e.broker.Held(id) != n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the identity holds %d subscriptions, want %d", e.broker.Held(id), n)
+		}
+	}
+}
+
+// Every follow of an identity counts against one bound (MaxPerIdentity), whichever method opened it;
+// places come back when a stream ends, when its context ends, and are not taken by a refused follow.
+func TestSubscriptionsPerIdentityAreBounded(t *testing.T) {
+	e := newEnvWith(t, events.Options{MaxPerIdentity: 2})
+	acme, other := e.tenant("Acme"), e.tenant("Other")
+	j := e.job(acme)
+	ctxAll, cancelAll := context.WithCancel(context.Background())
+	defer cancelAll()
+	ctx := context.Background()
+	if _, err := e.broker.FollowJobs(ctxAll, acme); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.broker.FollowJob(ctx, acme, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if models.KindOf(err) != models.KindRateLimited || !strings.Contains(err.Error(), "SERVICE_MAX_SUBSCRIPTIONS_PER_IDENTITY") {
+			t.Fatalf("%s: %v, want rate limited naming SERVICE_MAX_SUBSCRIPTIONS_PER_IDENTITY", what, err)
+		}
+	}
+	_, err = e.broker.FollowJob(ctx, acme, j.ID)
+	refused("third FollowJob", err)
+	_, err = e.broker.FollowJobs(ctx, acme)
+	refused("third FollowJobs", err)
+	// Another identity has places of its own; a follow refused for another reason gives its place back.
+	if _, err := e.broker.FollowJob(ctx, other, j.ID); models.KindOf(err) != models.KindNotFound {
+		t.Fatalf("another tenant's job: %v, want not found", err)
+	}
+	if n := e.broker.Held(other); n != 0 {
+		t.Fatalf("a refused follow holds %d places", n)
+	}
+	if _, err := e.broker.FollowJobs(ctxAll, other); err != nil {
+		t.Fatalf("another identity: %v", err)
+	}
+	// The job ends: its stream closes and gives its place back.
+	if v, _ := next(t, ch); v.Status != models.JobPending {
+		t.Fatalf("first state %+v", v)
+	}
+	if err := e.app.FailJob(ctx, j.ID, "gave up"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, ok := next(t, ch); !ok {
+			break
+		}
+	}
+	e.waitHeld(acme, 1)
+	// Following a job that already ended sends its last state and holds nothing.
+	ended, err := e.broker.FollowJob(ctx, acme, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := next(t, ended); v.Status != models.JobFailed {
+		t.Fatalf("ended job: %+v", v)
+	}
+	if n := e.broker.Held(acme); n != 1 {
+		t.Fatalf("following an ended job holds a place: %d held, want 1", n)
+	}
+	// The context of FollowJobs ends: its place comes back.
+	cancelAll()
+	e.waitHeld(acme, 0)
+	e.waitHeld(other, 0)
 }
