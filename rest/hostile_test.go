@@ -2,6 +2,7 @@ package rest_test
 
 import (
 	"bytes"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -170,6 +171,10 @@ type hostileCase struct {
 	method, path, query string
 	headers             map[string]string
 	body                string
+	// contentType is sent as the Content-Type of the body when typed is set (empty: no header);
+	// otherwise a body goes as application/json.
+	contentType string
+	typed       bool
 }
 
 // hostileCases derives, from every operation of rest/openapi.yaml, requests whose path parameters, query
@@ -335,7 +340,11 @@ func (e *env) rawCall(c hostileCase, key string) (int, []byte) {
 		// A path Go refuses to send (the client checks it): nothing to test.
 		return 0, nil
 	}
-	if c.body != "" {
+	switch {
+	case c.typed && c.contentType != "":
+		req.Header.Set("Content-Type", c.contentType)
+	case c.typed:
+	case c.body != "":
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("X-API-Key", key)
@@ -349,4 +358,273 @@ func (e *env) rawCall(c hostileCase, key string) (int, []byte) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 	return res.StatusCode, b
+}
+
+// bodyContentTypes are the Content-Type headers a client may send a JSON body with: curl -d sends
+// application/x-www-form-urlencoded, some send text/plain, some none at all. Every surface decodes the
+// body as JSON whatever the header says, so every one must be checked alike.
+var bodyContentTypes = []string{"application/json", "application/x-www-form-urlencoded", "text/plain", ""}
+
+// longStrings are the 200 000-character values sent in every field: no text field may be used before a
+// bound has refused them (a database column, a rate-limit key, a log line).
+var longStrings = []string{strings.Repeat("a", 200_000), strings.Repeat("é", 200_000)}
+
+// bodyCase is one request of the body walk: a JSON body with one hostile leaf.
+type bodyCase struct {
+	method, path, field string
+	body                string
+	text                bool // the hostile value is a NUL or invalid UTF-8: it must be refused
+}
+
+// bodyCases derives, from every operation of rest/openapi.yaml with a request body (and every
+// administrator action), bodies whose string leaves are, one at a time, each hostile string and each
+// 200 000-character string.
+func bodyCases(t *testing.T, adminActions []models.AdminAction) map[string][]bodyCase {
+	doc, err := rest.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathParam := regexp.MustCompile(`\{[^}]+\}`)
+	values := append(append([]string{}, hostileStrings[:4]...), longStrings...)
+	out := map[string][]bodyCase{}
+	for _, p := range doc.Paths.InMatchingOrder() {
+		item := doc.Paths.Value(p)
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			mt := op.RequestBody.Value.Content.Get("application/json")
+			if mt == nil || mt.Schema == nil {
+				continue
+			}
+			concrete := pathParam.ReplaceAllString(p, models.NewID())
+			var bases []*jv
+			if p == "/api/admin" {
+				for _, a := range adminActions {
+					v := &jv{obj: map[string]*jv{"action": {raw: jsonString(a.Name)}}}
+					for _, pa := range a.Params {
+						switch pa.Type {
+						case "string":
+							v.obj[pa.Name] = &jv{raw: jsonString("x" + models.NewID()[:8]), text: true}
+						case "bool":
+							v.obj[pa.Name] = &jv{raw: "false"}
+						default:
+							v.obj[pa.Name] = &jv{raw: "1", num: true}
+						}
+					}
+					bases = append(bases, v)
+				}
+			}
+			bases = append(bases, sample(mt.Schema.Value, 0))
+			op := method + " " + concrete
+			for _, base := range bases {
+				for i, leaf := range base.leaves(nil) {
+					if !leaf.text {
+						continue
+					}
+					keep := leaf.raw
+					for j, h := range values {
+						leaf.raw = jsonString(h)
+						out[op] = append(out[op], bodyCase{method: method, path: concrete, field: fmt.Sprintf("leaf %d", i),
+							body: base.String(), text: j < 4})
+					}
+					leaf.raw = keep
+				}
+				// An object key is text too.
+				if base.obj != nil {
+					for j, h := range values {
+						base.obj[h] = &jv{raw: `"x"`}
+						out[op] = append(out[op], bodyCase{method: method, path: concrete, field: "a key", body: base.String(), text: j < 4})
+						delete(base.obj, h)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// dbFingerprint is what a refused request must not change: the number of rows of every table and the
+// latest update of each that records one (counters of calls, health and idempotency records, which a
+// refusal may legitimately write, are left out), with the ledger state.
+func dbFingerprint(t *testing.T, e *env) string {
+	t.Helper()
+	// Usage of accepted calls is written a moment later (RecordUsage): write it now, so that it is not
+	// seen as a change made by the next requests.
+	if err := e.app.FlushUsage(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	db := e.app.DB
+	for _, ent := range models.AllEntities() {
+		switch ent.(type) {
+		case *models.RateCounter, *models.UpstreamAttempt, *models.UpstreamState, *models.IdempotencyRecord, *models.Setting:
+			continue
+		}
+		var n int64
+		if err := db.Model(ent).Count(&n).Error; err != nil {
+			t.Fatalf("count %T: %v", ent, err)
+		}
+		fmt.Fprintf(&b, "%T=%d ", ent, n)
+		if db.Migrator().HasColumn(ent, "UpdatedAt") {
+			var latest sql.NullString
+			if err := db.Model(ent).Select("MAX(updated_at)").Row().Scan(&latest); err != nil {
+				t.Fatalf("latest update of %T: %v", ent, err)
+			}
+			fmt.Fprintf(&b, "@%s ", latest.String)
+		}
+	}
+	return b.String() + ledgerState(t, e)
+}
+
+// TestHostileBodiesEveryContentType sends every request body of every REST operation (and every
+// administrator action) with each string field and each object key, one at a time, set to a NUL, invalid
+// UTF-8 and a 200 000-character string, under every Content-Type a client may send (application/json,
+// application/x-www-form-urlencoded as curl -d sends, text/plain, none), with a tenant's and the
+// administrator's key. No answer may be a 5xx; NUL and invalid UTF-8 must be refused with 400 whatever
+// the Content-Type; and no refused request may change anything in the database. HOSTILE_SAMPLE=n sends
+// every n-th case only.
+func TestHostileBodiesEveryContentType(t *testing.T) {
+	e := newEnv(t, withVar("SERVICE_GENERATE_RATE", "1000000"), withVar("SERVICE_UPLOAD_RATE", "1000000"))
+	e.skipSpec = true
+	_, tenantKey := e.tenant("Hostile", 50)
+	step := 1
+	if n, err := strconv.Atoi(os.Getenv("HOSTILE_SAMPLE")); err == nil && n > 1 {
+		step = n
+	}
+	cases := bodyCases(t, e.app.Admin.List())
+	ops := make([]string, 0, len(cases))
+	for op := range cases {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	before := dbFingerprint(t, e)
+	var sent, accepted int
+	statuses := map[int]int{}
+	k := 0
+	for _, op := range ops {
+		okInOp := 0
+		var acceptedBodies []string
+		for _, c := range cases[op] {
+			for _, ct := range bodyContentTypes {
+				k++
+				if k%step != 0 {
+					continue
+				}
+				for _, key := range []string{tenantKey, e.adminKey} {
+					status, body := e.rawCall(hostileCase{method: c.method, path: c.path, body: c.body, contentType: ct, typed: true}, key)
+					sent++
+					statuses[status]++
+					switch {
+					case status >= 500 || status == 0:
+						t.Errorf("%s (%s, Content-Type %q): %d %s", op, c.field, ct, status, body)
+					case c.text && status < 400:
+						t.Errorf("%s (%s, Content-Type %q): a NUL or invalid UTF-8 was accepted with %d %s", op, c.field, ct, status, body)
+					case c.text && status == http.StatusBadRequest && !bytes.Contains(body, []byte("NUL character")) &&
+						!bytes.Contains(body, []byte("not valid UTF-8")):
+						t.Errorf("%s (%s, Content-Type %q): 400 without naming the bad text: %s", op, c.field, ct, body)
+					case status < 300:
+						okInOp++
+						accepted++
+						if len(acceptedBodies) < 3 {
+							acceptedBodies = append(acceptedBodies, fmt.Sprintf("%.150q", c.body))
+						}
+					}
+				}
+			}
+		}
+		after := dbFingerprint(t, e)
+		if okInOp == 0 && after != before {
+			t.Errorf("%s: refused requests changed the database: %s", op, fingerprintDiff(before, after))
+		}
+		if okInOp > 0 {
+			t.Logf("%s: %d requests with a 200 000-character field were accepted: %s", op, okInOp, strings.Join(acceptedBodies, "; "))
+		}
+		before = after
+	}
+	t.Logf("%d operations, %d requests, %d accepted; statuses %v", len(ops), sent, accepted, statuses)
+	if sent == 0 {
+		t.Fatal("no request was sent")
+	}
+}
+
+// TestHostileMultipartNamesAndFields walks the multipart operations (upload-ref, reverse): a hostile
+// field name, file name and field value, one at a time; no answer may be a 5xx, a NUL or invalid UTF-8
+// name is refused with 400 naming it, and nothing changes.
+func TestHostileMultipartNamesAndFields(t *testing.T) {
+	e := newEnv(t, withVar("SERVICE_UPLOAD_RATE", "1000000"))
+	e.skipSpec = true
+	_, tenantKey := e.tenant("Hostile", 50)
+	before := dbFingerprint(t, e)
+	values := append(append([]string{}, hostileStrings[:4]...), longStrings...)
+	// part is one multipart part: its Content-Disposition parameters as raw bytes (quoting them would
+	// escape the hostile bytes into harmless text) and its content.
+	type part struct{ disp, value string }
+	quoted := func(name, filename string) string {
+		d := `name="` + name + `"`
+		if filename != "" {
+			d += `; filename="` + filename + `"`
+		}
+		return d
+	}
+	var sent int
+	for _, path := range []string{"/api/upload-ref", "/api/reverse"} {
+		for i, h := range values {
+			for j, parts := range [][]part{
+				{{quoted(h, ""), "x"}},
+				{{quoted("file", h), "not a picture"}},
+				{{quoted(h, h), h}},
+				// RFC 2231 extended parameters: the multipart reader decodes %00 into a NUL.
+				{{"name*=UTF-8''" + url.PathEscape(h), "x"}},
+				{{`name="file"; filename*=UTF-8''` + url.PathEscape(h), "not a picture"}},
+				// A hostile value: refused by the field's own rule.
+				{{quoted("workspace_id", ""), h}, {quoted("file", "a.png"), "not a picture"}},
+			} {
+				var buf bytes.Buffer
+				boundary := "hostileboundary0123456789"
+				for _, p := range parts {
+					fmt.Fprintf(&buf, "--%s\r\nContent-Disposition: form-data; %s\r\n\r\n%s\r\n", boundary, p.disp, p.value)
+				}
+				fmt.Fprintf(&buf, "--%s--\r\n", boundary)
+				status, body := e.rawCall(hostileCase{method: "POST", path: path, body: buf.String(),
+					contentType: "multipart/form-data; boundary=" + boundary, typed: true}, tenantKey)
+				sent++
+				names := j < 5 // the hostile text is a field or file name
+				switch {
+				case status >= 500 || status == 0:
+					t.Errorf("%s parts %.80q: %d %s", path, fmt.Sprint(parts), status, body)
+				case status < 400:
+					t.Errorf("%s parts %.80q: accepted with %d %s", path, fmt.Sprint(parts), status, body)
+				case i < 4 && names && (status != http.StatusBadRequest || !(bytes.Contains(body, []byte("NUL character")) ||
+					bytes.Contains(body, []byte("not valid UTF-8")) || bytes.Contains(body, []byte("malformed MIME header")))):
+					t.Errorf("%s parts %.80q: %d %s, want 400 naming the bad text", path, fmt.Sprint(parts), status, body)
+				case i >= 4 && names && (status != http.StatusBadRequest || !bytes.Contains(body, []byte("too long"))):
+					t.Errorf("%s parts %.80q: %d %.200s, want 400 naming the long name", path, fmt.Sprint(parts), status, body)
+				}
+			}
+		}
+	}
+	if after := dbFingerprint(t, e); after != before {
+		t.Errorf("refused multipart requests changed the database:\nbefore %s\nafter  %s", before, after)
+	}
+	t.Logf("%d multipart requests", sent)
+}
+
+// fingerprintDiff names the parts of two fingerprints that differ.
+func fingerprintDiff(before, after string) string {
+	b, a := strings.Fields(before), strings.Fields(after)
+	var out []string
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(b) {
+			x = b[i]
+		}
+		if i < len(a) {
+			y = a[i]
+		}
+		if x != y {
+			out = append(out, x+" -> "+y)
+		}
+	}
+	return strings.Join(out, ", ")
 }

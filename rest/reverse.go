@@ -92,6 +92,9 @@ func multipartReadingInput(w http.ResponseWriter, r *http.Request) (jobs.Reading
 			return in, models.Invalid("invalid multipart body: %v", err)
 		}
 		name := part.FormName()
+		if err := checkPart(name, part.FileName()); err != nil {
+			return in, err
+		}
 		if err := models.CheckReverseParam(name, "file"); err != nil {
 			return in, err
 		}

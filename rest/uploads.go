@@ -86,6 +86,9 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 		if err != nil {
 			return fail(err)
 		}
+		if err := checkPart(part.FormName(), part.FileName()); err != nil {
+			return fail(err)
+		}
 		switch part.FormName() {
 		case "workspace_id":
 			if seenWorkspace {

@@ -16,7 +16,8 @@ var checkedHeaders = []string{"Authorization", "X-API-Key", "Idempotency-Key", "
 
 // TextGuard refuses, before any surface decodes it, a request carrying text that PostgreSQL cannot store
 // (a NUL character, invalid UTF-8) in its path, query string, credentials, form fields or JSON body
-// (REST bodies, GraphQL variables, console forms): refuse answers 400 {"error": ...} naming the field,
+// (REST bodies, GraphQL variables, console forms; a body is checked as JSON whatever its Content-Type
+// says, and as a form too when it says so): refuse answers 400 {"error": ...} naming the field,
 // and nothing changes. Bodies are read up to maxBody bytes (the largest text body a surface accepts); a
 // longer one passes to its endpoint, whose own bound refuses it. Multipart fields are checked where they
 // are decoded, with the same rule (models.CheckText).
@@ -66,12 +67,14 @@ func checkRequestText(r *http.Request, maxBody int64) error {
 		return nil // the endpoint meets the same error or bound when it reads
 	}
 	if form {
-		vals, err := url.ParseQuery(string(body))
-		if err != nil {
-			return nil
+		if vals, err := url.ParseQuery(string(body)); err == nil {
+			if err := models.CheckValues("form", vals); err != nil {
+				return err
+			}
 		}
-		return models.CheckValues("form", vals)
 	}
+	// Whatever the Content-Type says, a body that is JSON is checked as JSON: the REST surface and
+	// GraphQL decode a JSON body sent as a form (curl -d), as text/plain or with no type at all.
 	return models.CheckJSONText(body)
 }
 
