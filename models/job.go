@@ -2,7 +2,9 @@ package models
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"studio/models/metrics"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/datatypes"
 	"gorm.io/gorm"
@@ -322,6 +325,9 @@ func (a *App) resolveTemplatePrompt(ctx context.Context, id *Identity, req Gener
 // client). A URL of this service's uploads must name a committed upload: a pending direct upload has not
 // passed its type and size check yet.
 func (a *App) CheckMediaURL(ctx context.Context, raw string) error {
+	if len(raw) > maxSubmittedURL {
+		return fmt.Errorf("is too long: a URL may have at most %d characters", maxSubmittedURL)
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("must be an http(s) URL from the upload endpoint")
@@ -342,10 +348,16 @@ func (a *App) CheckMediaURL(ctx context.Context, raw string) error {
 	return a.CheckPublicHost(ctx, u.Hostname())
 }
 
+// maxSubmittedURL bounds the length of a callback or media URL given at submit.
+const maxSubmittedURL = 2000
+
 // CheckCallbackURL refuses callback URLs that are not http(s) or whose host is private (CheckPublicHost).
 func (a *App) CheckCallbackURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(raw) > 2000 {
+	if len(raw) > maxSubmittedURL {
+		return Invalid("callback_url is too long: a URL may have at most %d characters", maxSubmittedURL)
+	}
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return Invalid("callback_url must be an absolute http(s) URL")
 	}
 	if err := a.CheckPublicHost(ctx, u.Hostname()); err != nil {
@@ -356,7 +368,26 @@ func (a *App) CheckCallbackURL(ctx context.Context, raw string) error {
 
 // rateWindow returns the counter key and the start of the current hourly window.
 func (a *App) rateWindow(id *Identity, kind string) (string, time.Time) {
-	return kind + ":" + id.Owner(), a.Now().Truncate(time.Hour)
+	return rateKey(kind + ":" + id.Owner()), a.Now().Truncate(time.Hour)
+}
+
+// maxRateKey is the longest counter key stored as it is (rate_counters.key is varchar(200)).
+const maxRateKey = 120
+
+// rateKey is the stored form of a counter key: the key itself when it is short text, else its kind
+// (what precedes the first ':', cut short) with the SHA-256 of the whole key. A subject comes from the
+// caller (an e-mail address, a client address): however long it is, or whatever bytes it holds, its
+// key fits the column and is valid text, and one subject still has one counter.
+func rateKey(key string) string {
+	if len(key) <= maxRateKey && utf8.ValidString(key) && strings.IndexByte(key, 0) < 0 {
+		return key
+	}
+	kind, _, _ := strings.Cut(key, ":")
+	if len(kind) > 32 || !utf8.ValidString(kind) || strings.IndexByte(kind, 0) >= 0 {
+		kind = "long"
+	}
+	sum := sha256.Sum256([]byte(key))
+	return kind + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
 // rateCountTx counts n more calls of a kind for the identity in the current hour and returns the count
