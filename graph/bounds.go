@@ -1,7 +1,13 @@
 package graph
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -321,4 +327,155 @@ func limitError(format string, args ...any) *gqlerror.Error {
 	err := gqlerror.Errorf(format, args...)
 	err.Extensions = map[string]any{"code": codeQueryLimit}
 	return err
+}
+
+// precheckBody refuses, before gqlgen decodes it, a POST body whose query is longer than the bound:
+// decoding the JSON of a long document is most of what refusing it costs. It reads the body (already
+// bounded by maxBody), and gives it back to the request unless it answered; any body it cannot read
+// plainly (no top-level "query" string) is left to gqlgen.
+func (b documentBounds) precheckBody(w http.ResponseWriter, req *http.Request) bool {
+	body, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || len(body) <= b.maxBytes {
+		return false // the query cannot be longer than the body; a body too large is gqlgen's to answer
+	}
+	raw, ok := jsonMember(body, "query")
+	if !ok || len(raw) <= b.maxBytes || unescapedLen(raw) <= b.maxBytes {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnprocessableEntity)
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": gqlerror.List{limitError("the GraphQL document is "+
+		"%d bytes, above the limit of %d (MaxQueryBytes); send a shorter document, with long values as variables",
+		unescapedLen(raw), b.maxBytes)}, "data": nil})
+	return true
+}
+
+// jsonMember returns the raw text (between the quotes, escapes kept) of the string member name of the
+// JSON object doc, without decoding the document; false when doc is not an object or the member is
+// absent or not a string.
+func jsonMember(doc []byte, name string) ([]byte, bool) {
+	i := skipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		return nil, false
+	}
+	i++
+	for {
+		i = skipSpace(doc, i)
+		if i >= len(doc) || doc[i] != '"' {
+			return nil, false
+		}
+		end, ok := skipString(doc, i)
+		if !ok {
+			return nil, false
+		}
+		key := doc[i+1 : end-1]
+		i = skipSpace(doc, end)
+		if i >= len(doc) || doc[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(doc, i+1)
+		end, ok = skipValue(doc, i)
+		if !ok {
+			return nil, false
+		}
+		if string(key) == name {
+			if doc[i] != '"' {
+				return nil, false
+			}
+			return doc[i+1 : end-1], true
+		}
+		i = skipSpace(doc, end)
+		if i >= len(doc) || doc[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+}
+
+func skipSpace(doc []byte, i int) int {
+	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at doc[i] (a quote).
+func skipString(doc []byte, i int) (int, bool) {
+	for i++; i < len(doc); i++ {
+		switch doc[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// skipValue returns the index after the JSON value starting at doc[i]; it does not check the value
+// (gqlgen does), only finds its end.
+func skipValue(doc []byte, i int) (int, bool) {
+	if i >= len(doc) {
+		return 0, false
+	}
+	switch doc[i] {
+	case '"':
+		return skipString(doc, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(doc); i++ {
+			switch doc[i] {
+			case '"':
+				end, ok := skipString(doc, i)
+				if !ok {
+					return 0, false
+				}
+				i = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	for ; i < len(doc); i++ { // a number, true, false or null
+		switch doc[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i, true
+		}
+	}
+	return i, true
+}
+
+// unescapedLen is the length in bytes of the JSON string whose raw text (escapes kept) is raw.
+func unescapedLen(raw []byte) int {
+	n := 0
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			n++
+			continue
+		}
+		i++
+		if raw[i] != 'u' || i+4 >= len(raw) {
+			n++
+			continue
+		}
+		r, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 32)
+		i += 4
+		switch {
+		case err != nil:
+			n++
+		case r >= 0xD800 && r < 0xDC00 && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u':
+			n += 4 // a surrogate pair: one rune of four bytes
+			i += 6
+		default:
+			n += utf8.RuneLen(rune(r))
+		}
+	}
+	return n
 }

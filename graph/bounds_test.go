@@ -85,6 +85,14 @@ func TestDocumentBoundsAreSettings(t *testing.T) {
 	}{
 		{"MaxQueryBytes", graph.Options{MaxQueryBytes: 200},
 			"{ a: __typename }" + strings.Repeat(" ", 200-17), "{ a: __typename }" + strings.Repeat(" ", 200-16)},
+		// Escaped in JSON ("\n" and, from Go's encoder, "\u003c" for <), the document is longer in the
+		// body than the bound: it is its decoded length that counts.
+		{"MaxQueryBytes", graph.Options{MaxQueryBytes: 200},
+			"{ a: __typename }" + strings.Repeat("\n", 200-17), "{ a: __typename }" + strings.Repeat("\n", 200-16)},
+		{"MaxQueryBytes", graph.Options{MaxQueryBytes: 200},
+			"{ a: __typename } #" + strings.Repeat("<", 200-19), "{ a: __typename } #" + strings.Repeat("<", 200-18)},
+		{"MaxQueryBytes", graph.Options{MaxQueryBytes: 200},
+			"{ a: __typename } #" + strings.Repeat("é", (200-19)/2), "{ a: __typename } #" + strings.Repeat("é", (200-19)/2+1)},
 		// { a: __typename } is 2 tokens and 3 per alias.
 		{"MaxTokens", graph.Options{MaxTokens: 20}, distinct(6), distinct(7)},
 		{"MaxNesting", graph.Options{MaxNesting: 4},

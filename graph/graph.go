@@ -139,6 +139,9 @@ func NewHandler(svc *jobs.Service, opts Options) http.Handler {
 		}
 		if req.Body != nil {
 			req.Body = http.MaxBytesReader(w, req.Body, maxBody)
+			if req.Method == http.MethodPost && bounds.precheckBody(w, req) {
+				return
+			}
 		}
 		srv.ServeHTTP(w, req)
 	})
