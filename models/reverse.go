@@ -171,6 +171,7 @@ func (a *App) RefundReverse(ctx context.Context, rc *ReverseCharge) (bool, error
 	}
 	refunded := false
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
+		refunded = false // the transaction may be run again after a deadlock
 		var charged []LedgerEntry
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Where("ref = ? AND kind = ?", rc.Ref, LedgerCharge).
 			Find(&charged).Error; err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -154,6 +155,30 @@ const (
 // errFormExpired refuses a POST without the right CSRF token.
 var errFormExpired = models.Forbidden("this form has expired or did not come from this site: reload the page and try again")
 
+// maxPartName bounds the field name and file name of a multipart file part, in bytes.
+const maxPartName = 255
+
+// checkFileParts checks the field names and file names of a form's file parts: text, and short.
+func checkFileParts(files map[string][]*multipart.FileHeader) error {
+	for name, list := range files {
+		if err := models.CheckText("form field name", name); err != nil {
+			return err
+		}
+		if len(name) > maxPartName {
+			return models.Invalid("a form field name is longer than %d bytes", maxPartName)
+		}
+		for _, f := range list {
+			if err := models.CheckText(name+" file name", f.Filename); err != nil {
+				return err
+			}
+			if len(f.Filename) > maxPartName {
+				return models.Invalid("the file name of %s is longer than %d bytes: rename the file", name, maxPartName)
+			}
+		}
+	}
+	return nil
+}
+
 // maxFormBody bounds a form body (uploads have their own bound).
 const maxFormBody = 1 << 20
 
@@ -173,6 +198,9 @@ func (c *Console) readPost(w http.ResponseWriter, r *http.Request, want string) 
 	}
 	if err == nil {
 		err = models.CheckValues("form", r.Form) // multipart fields; url-encoded ones were checked by httpmw.TextGuard
+		if err == nil && r.MultipartForm != nil {
+			err = checkFileParts(r.MultipartForm.File)
+		}
 		if err != nil {
 			return err
 		}

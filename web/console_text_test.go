@@ -37,3 +37,32 @@ func TestConsoleFormUnstorableText(t *testing.T) {
 		t.Fatalf("balance moved: %v", body)
 	}
 }
+
+// TestConsoleMultipartFileNamesAreChecked: a console form whose file part carries a NUL, invalid UTF-8
+// or an overlong name in its field or file name is refused with 400, and no job is submitted.
+func TestConsoleMultipartFileNamesAreChecked(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.tenant("Acme", 5)
+	b := e.browser()
+	b.signIn(key)
+	csrf := b.csrf()
+	for _, c := range []struct{ field, file string }{
+		{"image", "a\x00b.png"}, {"image", "a\xffb.png"}, {"image", strings.Repeat("a", 300) + ".png"}, {"im\x00age", "a.png"},
+	} {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		_ = mw.WriteField("csrf", csrf)
+		_ = mw.WriteField("prompt", "a cat")
+		_ = mw.WriteField("ratio", "1:1")
+		w, _ := mw.CreateFormFile(c.field, c.file)
+		_, _ = w.Write([]byte("\x89PNG\r\n\x1a\n"))
+		_ = mw.Close()
+		p := b.doBody(http.MethodPost, "/console/jobs", mw.FormDataContentType(), buf.Bytes())
+		if p.Status != http.StatusBadRequest {
+			t.Fatalf("file part %q %q: %d %s", c.field, c.file, p.Status, excerpt(p.Body))
+		}
+	}
+	if _, body := e.api("GET", "/api/balance", key, nil); body["credits"] != float64(5) {
+		t.Fatalf("balance moved: %v", body)
+	}
+}
