@@ -132,12 +132,17 @@ func (a *App) consumeEmailCodeTx(tx *gorm.DB, email, codeHash string) error {
 	case !now.Before(row.ExpiresAt):
 		return Invalid("this verification code has expired: ask for a new one")
 	}
-	res := tx.Model(&EmailCode{}).Where("id = ? AND used_at IS NULL", row.ID).Update("used_at", now)
+	return useEmailCodeTx(tx, row.ID, now)
+}
+
+// useEmailCodeTx marks an e-mailed code used, once: a code used concurrently is KindInvalid.
+func useEmailCodeTx(tx *gorm.DB, id string, now time.Time) error {
+	res := tx.Model(&EmailCode{}).Where("id = ? AND used_at IS NULL", id).Update("used_at", now)
 	if res.Error != nil {
-		return Internal("register: use code", res.Error)
+		return Internal("e-mail code: use", res.Error)
 	}
 	if res.RowsAffected != 1 {
-		return Invalid("this verification code was already used: ask for a new one")
+		return Invalid("this code was already used: ask for a new one")
 	}
 	return nil
 }

@@ -165,14 +165,7 @@ func (a *App) consumeSignInCodeTx(tx *gorm.DB, email, code string) error {
 		if row.Attempts >= maxCodeAttempts {
 			return errCodeSpent
 		}
-		res := tx.Model(&EmailCode{}).Where("id = ? AND used_at IS NULL", row.ID).Update("used_at", now)
-		if res.Error != nil {
-			return Internal("sign-in code: use", res.Error)
-		}
-		if res.RowsAffected != 1 {
-			return Invalid("this sign-in code was already used: ask for a new one")
-		}
-		return nil
+		return useEmailCodeTx(tx, row.ID, now)
 	}
 	if spent {
 		return errCodeSpent
