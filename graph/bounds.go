@@ -341,14 +341,18 @@ func (b documentBounds) precheckBody(w http.ResponseWriter, req *http.Request) b
 		return false // the query cannot be longer than the body; a body too large is gqlgen's to answer
 	}
 	raw, ok := jsonMember(body, "query")
-	if !ok || len(raw) <= b.maxBytes || unescapedLen(raw) <= b.maxBytes {
+	if !ok || len(raw) <= b.maxBytes {
+		return false
+	}
+	n := unescapedLen(raw)
+	if n <= b.maxBytes {
 		return false
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnprocessableEntity)
 	_ = json.NewEncoder(w).Encode(map[string]any{"errors": gqlerror.List{limitError("the GraphQL document is "+
 		"%d bytes, above the limit of %d (MaxQueryBytes); send a shorter document, with long values as variables",
-		unescapedLen(raw), b.maxBytes)}, "data": nil})
+		n, b.maxBytes)}, "data": nil})
 	return true
 }
 
@@ -403,13 +407,20 @@ func skipSpace(doc []byte, i int) int {
 
 // skipString returns the index after the string starting at doc[i] (a quote).
 func skipString(doc []byte, i int) (int, bool) {
-	for i++; i < len(doc); i++ {
-		switch doc[i] {
-		case '\\':
-			i++
-		case '"':
+	for i++; i < len(doc); {
+		j := bytes.IndexByte(doc[i:], '"')
+		if j < 0 {
+			return 0, false
+		}
+		i += j
+		escaped := false // an odd number of backslashes before the quote escapes it
+		for k := i - 1; k >= 0 && doc[k] == '\\'; k-- {
+			escaped = !escaped
+		}
+		if !escaped {
 			return i + 1, true
 		}
+		i++
 	}
 	return 0, false
 }
@@ -456,7 +467,13 @@ func skipValue(doc []byte, i int) (int, bool) {
 func unescapedLen(raw []byte) int {
 	n := 0
 	for i := 0; i < len(raw); i++ {
-		if raw[i] != '\\' || i+1 >= len(raw) {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			return n + len(raw) - i
+		}
+		n += j
+		i += j
+		if i+1 >= len(raw) {
 			n++
 			continue
 		}
