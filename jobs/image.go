@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -104,7 +105,14 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 	if j.Status != models.JobPending {
 		return nil
 	}
+	row, err := app.UpstreamTaskOf(ctx, j.ID)
+	if err != nil {
+		return err
+	}
 	if !app.Now().Before(j.Deadline) {
+		if row != nil && row.State == models.UpstreamTaskSubmitted {
+			s.cancelTask(ctx, j.ID, row.Upstream, upstream.MediaImage, row.TaskID)
+		}
 		return app.FailJob(ctx, j.ID, fmt.Sprintf("generation timed out after %s; credits refunded", app.Config.JobDeadline))
 	}
 	runUntil := j.Deadline
@@ -118,6 +126,18 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		return app.FailJob(ctx, j.ID, "the job's parameters are unreadable; credits refunded")
 	}
 	start := time.Now()
+	if row != nil && row.State != models.UpstreamTaskNone {
+		// An earlier run submitted the image to an upstream task protocol: follow that task.
+		u, taskID, err := s.resumeSubmission(ctx, row)
+		switch {
+		case errors.Is(err, errLostSubmission):
+			return app.FailJob(context.WithoutCancel(ctx), j.ID, lostSubmissionMessage)
+		case err != nil:
+			return err
+		case u != nil:
+			return s.pollImage(ctx, j, u, taskID)
+		}
+	}
 	if j.Kind == models.JobKindImageToTemplate {
 		return s.runImageToTemplate(ctx, j, p)
 	}
@@ -139,8 +159,16 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 	}
 	var img *upstream.Image
 	var used *upstream.Upstream
+	var task *submitted
 	err = s.Engine.Run(ctx, imageRoute(&p), func(note string) { _ = app.SetJobProgress(context.WithoutCancel(ctx), j.ID, note) },
 		func(ctx context.Context, u *upstream.Upstream) error {
+			if u.Tasks() != nil {
+				out, err := s.submitTask(ctx, j.ID, u, upstream.TaskRequest{Media: upstream.MediaImage, Image: req})
+				if err == nil {
+					task = out
+				}
+				return err
+			}
 			out, err := u.Image().GenerateImage(ctx, req)
 			if err == nil {
 				img, used = out, u
@@ -155,6 +183,14 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		}
 		return s.failGeneration(ctx, j, err)
 	}
+	if task != nil {
+		return s.imageTaskState(ctx, j, task.u, task.task)
+	}
+	return s.completeImage(ctx, j, img, used.CostUSD, time.Since(start))
+}
+
+// completeImage stores a generated image and marks the job done.
+func (s *Service) completeImage(ctx context.Context, j *models.Job, img *upstream.Image, costUSD float64, elapsed time.Duration) error {
 	// Results are spread over 256 folders a day so that no directory becomes a hot spot.
 	key, err := media.JoinKey("jobs", j.CreatedAt.UTC().Format("2006-01-02"), j.ID[:2], j.ID+extOf(img.MIME))
 	if err != nil {
@@ -164,7 +200,58 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		slog.Error("storing a generated image failed; the queue retries", "job_id", j.ID, "err", err)
 		return fmt.Errorf("jobs: store result: %w", err)
 	}
-	return app.CompleteJob(context.WithoutCancel(ctx), j, s.media.URL(key), used.CostUSD, time.Since(start))
+	return s.App.CompleteJob(context.WithoutCancel(ctx), j, s.media.URL(key), costUSD, elapsed)
+}
+
+// maxImageResult bounds a generated image copied from an upstream task into the media store.
+const maxImageResult int64 = 64 << 20
+
+// pollImage checks the upstream task of an image job once.
+func (s *Service) pollImage(ctx context.Context, j *models.Job, u *upstream.Upstream, taskID string) error {
+	t, err := pollTask(ctx, u, upstream.MediaImage, taskID)
+	if err != nil {
+		if lostTask(err) {
+			slog.Warn("image: the upstream lost the task", "job_id", j.ID, "upstream", u.Name, "err", err)
+			return s.App.FailJob(context.WithoutCancel(ctx), j.ID, "generation failed; credits refunded, you may resubmit")
+		}
+		slog.Warn("image: polling the upstream failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
+		return river.JobSnooze(retryDelay(err, s.opts.VideoPoll))
+	}
+	return s.imageTaskState(ctx, j, u, t)
+}
+
+// imageTaskState acts on the state of an image job's upstream task: it stores a succeeded one's image
+// at once, fails a failed one with its refund, and otherwise notes the progress and polls again later.
+func (s *Service) imageTaskState(ctx context.Context, j *models.Job, u *upstream.Upstream, t *upstream.Task) error {
+	switch t.Status {
+	case upstream.TaskSucceeded:
+		body, err := openOutput(ctx, u, t)
+		if err != nil {
+			slog.Warn("image: downloading the result failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
+			return river.JobSnooze(s.opts.VideoPoll)
+		}
+		data, err := io.ReadAll(io.LimitReader(body, maxImageResult+1))
+		body.Close()
+		if err != nil {
+			slog.Warn("image: reading the result failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
+			return river.JobSnooze(s.opts.VideoPoll)
+		}
+		k, derr := media.Detect(data)
+		if derr != nil || k.Type != media.Image || int64(len(data)) > maxImageResult {
+			slog.Warn("image: the upstream's result is unusable", "job_id", j.ID, "upstream", u.Name, "err", derr, "size", len(data))
+			return s.App.FailJob(context.WithoutCancel(ctx), j.ID, "the generated image could not be used; credits refunded, you may resubmit")
+		}
+		return s.completeImage(ctx, j, &upstream.Image{Data: data, MIME: k.MIME}, u.CostUSD, s.App.Now().Sub(j.CreatedAt))
+	case upstream.TaskFailed, upstream.TaskCancelled:
+		slog.Warn("image: the upstream failed the task", "job_id", j.ID, "upstream", u.Name, "detail", t.Err)
+		return s.App.FailJob(context.WithoutCancel(ctx), j.ID, taskFailure(t))
+	}
+	note := "generating"
+	if t.Progress > 0 && t.Progress < 100 {
+		note = fmt.Sprintf("generating (%d%%)", t.Progress)
+	}
+	_ = s.App.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
+	return river.JobSnooze(s.opts.VideoPoll)
 }
 
 // storeResult writes a generated image to the media store, at most putConcurrency at once.
@@ -182,6 +269,11 @@ func (s *Service) storeResult(ctx context.Context, key string, img *upstream.Ima
 func (s *Service) failGeneration(ctx context.Context, j *models.Job, err error) error {
 	msg := err.Error()
 	switch {
+	case errors.Is(err, errLostSubmission):
+		msg = lostSubmissionMessage
+	case upstream.ClassOf(err) == upstream.ClassRefused:
+		slog.Warn("image refused by the upstream's moderation", "job_id", j.ID, "err", err)
+		msg = upstream.RefusedMessage
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		msg = fmt.Sprintf("generation timed out after %s; credits refunded", s.App.Config.JobDeadline)
 	case errors.Is(err, routing.ErrNoUpstream):

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -81,19 +81,7 @@ func (s *Service) CancelVideo(ctx context.Context, id *models.Identity, taskID s
 
 // cancelUpstream asks an upstream to cancel its task, logging a failure; it does nothing without a task.
 func (s *Service) cancelUpstream(ctx context.Context, taskID, name, upstreamTaskID string) {
-	if name == "" || upstreamTaskID == "" {
-		return
-	}
-	u := s.Engine.Registry().Current().ByName(name)
-	if u == nil {
-		slog.Warn("video: cannot cancel at the upstream: it is no longer configured", "task_id", taskID, "upstream", name)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
-	defer cancel()
-	if err := u.Video().CancelVideo(ctx, upstreamTaskID); err != nil {
-		slog.Warn("video: cancelling at the upstream failed", "task_id", taskID, "upstream", name, "err", err)
-	}
+	s.cancelTask(ctx, taskID, name, upstream.MediaVideo, upstreamTaskID)
 }
 
 // videoRoute is the routing request of a video task: its tier, length, resolution and capabilities.
@@ -146,6 +134,19 @@ func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
 		return s.failVideo(ctx, t, "the task's parameters are unreadable; credits refunded")
 	}
 	if t.Status == models.VideoPending {
+		row, err := s.App.UpstreamTaskOf(ctx, t.ID)
+		if err != nil {
+			return err
+		}
+		u, upstreamTaskID, err := s.resumeSubmission(ctx, row)
+		switch {
+		case errors.Is(err, errLostSubmission):
+			return s.failVideo(ctx, t, lostSubmissionMessage)
+		case err != nil:
+			return err
+		case u != nil:
+			return s.recordStart(ctx, t, u, upstreamTaskID, 0)
+		}
 		return s.startVideo(ctx, t, &p, deadline)
 	}
 	return s.pollVideo(ctx, t, deadline)
@@ -162,30 +163,34 @@ func (s *Service) startVideo(ctx context.Context, t *models.VideoTask, p *models
 	}
 	req := upstream.VideoRequest{Prompt: p.Prompt, Tier: t.Model, Ratio: t.Ratio, Resolution: t.Resolution, Duration: t.Duration,
 		Images: p.Images, Videos: p.Videos, Audios: p.Audios, GenerateAudio: p.GenerateAudio}
-	var started *upstream.VideoTask
-	var used *upstream.Upstream
+	var started *submitted
 	err := s.Engine.Run(ctx, videoRoute(t.Model, t.Duration, t.Resolution, p), nil, func(ctx context.Context, u *upstream.Upstream) error {
 		r := req
 		if tier := routing.AttemptTier(ctx); tier != "" {
 			r.Tier = tier
 		}
-		out, err := u.Video().StartVideo(ctx, r)
+		out, err := s.submitTask(ctx, t.ID, u, upstream.TaskRequest{Media: upstream.MediaVideo, Video: r})
 		if err == nil {
-			started, used = out, u
+			started = out
 		}
 		return err
 	})
 	if err != nil {
 		return s.videoRunFailed(ctx, t, deadline, err)
 	}
-	ok, err := s.App.StartVideoTask(context.WithoutCancel(ctx), t.ID, used.Name, started.ID, started.Progress)
+	return s.recordStart(ctx, t, started.u, started.task.ID, started.task.Progress)
+}
+
+// recordStart marks the task running at the upstream that took it (its task id is already recorded
+// with the submission, so a crash here resumes polling it), then polls it later.
+func (s *Service) recordStart(ctx context.Context, t *models.VideoTask, u *upstream.Upstream, upstreamTaskID string, progress int) error {
+	ok, err := s.App.StartVideoTask(context.WithoutCancel(ctx), t.ID, u.Name, upstreamTaskID, progress)
 	if err != nil {
-		slog.Error("video: recording a started task failed; the queue runs the start again", "task_id", t.ID, "err", err)
-		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, used.Name, started.ID)
+		slog.Error("video: recording a started task failed; the queue resumes it", "task_id", t.ID, "err", err)
 		return err
 	}
 	if !ok { // cancelled while it was being started
-		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, used.Name, started.ID)
+		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, u.Name, upstreamTaskID)
 		return nil
 	}
 	return s.pollLater()
@@ -213,6 +218,11 @@ func (s *Service) videoRunFailed(ctx context.Context, t *models.VideoTask, deadl
 	}
 	var msg string
 	switch {
+	case errors.Is(err, errLostSubmission):
+		msg = lostSubmissionMessage
+	case upstream.ClassOf(err) == upstream.ClassRefused:
+		slog.Warn("video refused by the upstream's moderation", "task_id", t.ID, "err", err)
+		msg = upstream.RefusedMessage
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		msg = fmt.Sprintf("video generation timed out after %s; credits refunded", s.App.Config.JobDeadline)
 	case errors.Is(err, routing.ErrNoUpstream):
@@ -234,37 +244,43 @@ func (s *Service) videoRunFailed(ctx context.Context, t *models.VideoTask, deadl
 // one, and otherwise records the progress and queues the next poll.
 func (s *Service) pollVideo(ctx context.Context, t *models.VideoTask, deadline time.Time) error {
 	u := s.Engine.Registry().Current().ByName(t.Upstream)
-	if u == nil {
+	if u == nil || u.Tasks() == nil {
 		slog.Warn("video: the task's upstream is no longer configured", "task_id", t.ID, "upstream", t.Upstream)
 		return s.failVideo(ctx, t, "the video could not be followed to its end; credits refunded, you may resubmit")
 	}
-	pctx, cancel := context.WithTimeout(ctx, u.SoftTimeout)
-	st, err := u.Video().VideoStatus(pctx, t.UpstreamTaskID)
-	cancel()
+	st, err := pollTask(ctx, u, upstream.MediaVideo, t.UpstreamTaskID)
 	if err != nil {
-		var ue *upstream.Error
-		if errors.As(err, &ue) && ue.Status == http.StatusNotFound {
+		if lostTask(err) {
 			slog.Warn("video: the upstream lost the task", "task_id", t.ID, "upstream", t.Upstream, "err", err)
 			return s.failVideo(ctx, t, "video generation failed; credits refunded, you may resubmit")
 		}
 		// A passing fault: poll again later; the deadline bounds how long.
 		slog.Warn("video: polling the upstream failed; polling again", "task_id", t.ID, "upstream", t.Upstream, "err", err)
-		return s.progressed(ctx, t, 0)
+		return s.progressedAfter(ctx, t, 0, retryDelay(err, s.opts.VideoPoll))
 	}
 	switch st.Status {
-	case upstream.VideoCompleted:
-		return s.storeVideo(ctx, t, u, deadline)
-	case upstream.VideoFailed:
-		slog.Warn("video: the upstream failed the task", "task_id", t.ID, "upstream", t.Upstream, "detail", st.Error)
-		return s.failVideo(ctx, t, "video generation failed; credits refunded, you may resubmit")
+	case upstream.TaskSucceeded:
+		return s.storeVideo(ctx, t, u, st, deadline)
+	case upstream.TaskFailed, upstream.TaskCancelled:
+		slog.Warn("video: the upstream failed the task", "task_id", t.ID, "upstream", t.Upstream, "detail", st.Err)
+		return s.failVideo(ctx, t, strings.Replace(taskFailure(st), "generation failed", "video generation failed", 1))
 	}
 	return s.progressed(ctx, t, st.Progress)
 }
 
+// progressedAfter is progressed with another delay before the next poll.
+func (s *Service) progressedAfter(ctx context.Context, t *models.VideoTask, progress int, d time.Duration) error {
+	running, err := s.App.VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
+	if err != nil || !running {
+		return err
+	}
+	return river.JobSnooze(max(d, s.opts.VideoPoll))
+}
+
 // storeVideo streams a completed video from its upstream into the media store under
 // videos/<date>/<task id>.mp4 (the extension follows the detected container) and marks the task done.
-func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstream.Upstream, deadline time.Time) error {
-	body, err := u.Video().VideoContent(ctx, t.UpstreamTaskID)
+func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstream.Upstream, st *upstream.Task, deadline time.Time) error {
+	body, err := openOutput(ctx, u, st)
 	if err != nil {
 		if ctx.Err() != nil && s.App.Now().Before(deadline) {
 			return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())

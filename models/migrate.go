@@ -23,6 +23,7 @@ var Migrations = []Migration{
 	{3, "open jobs and video tasks are found through partial indexes", openWorkIndexes},
 	{4, "an upstream attempt row counts alike calls and names the process that made them", func(tx *gorm.DB) error { return tx.AutoMigrate(&UpstreamAttempt{}) }},
 	{5, "login tokens carry a version that ends them; e-mailed codes count wrong attempts; logins of claimed accounts end", endClaimedLogins},
+	{6, "submissions to upstream task protocols are recorded before they leave", migrateUpstreamTasks},
 }
 
 // endClaimedLogins adds users.token_version and email_codes.attempts, then ends every login of each

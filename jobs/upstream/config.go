@@ -124,13 +124,15 @@ func KnownTier(code string) bool {
 
 // Config is one entry of the upstreams file.
 type Config struct {
-	Name         string        `yaml:"name"`
-	Provider     string        `yaml:"provider"`
-	Media        Media         `yaml:"media"`
-	Family       string        `yaml:"family"`
-	Protocol     Protocol      `yaml:"protocol"`
-	BaseURL      string        `yaml:"base_url"`
-	APIKey       string        `yaml:"api_key"`
+	Name     string   `yaml:"name"`
+	Provider string   `yaml:"provider"`
+	Media    Media    `yaml:"media"`
+	Family   string   `yaml:"family"`
+	Protocol Protocol `yaml:"protocol"`
+	BaseURL  string   `yaml:"base_url"`
+	APIKey   string   `yaml:"api_key"`
+	// SecretKey is the second half of a key pair (kling: the secret key that signs the JWT).
+	SecretKey    string        `yaml:"secret_key"`
 	Model        string        `yaml:"model"`
 	Capabilities []Capability  `yaml:"capabilities"`
 	Tiers        []string      `yaml:"tiers"`
@@ -360,8 +362,8 @@ func (p *parser) field(c *Config, field, key string, val *yaml.Node) error {
 		c.Family = s
 	case "protocol":
 		c.Protocol = Protocol(s)
-		if c.Protocol != ProtocolOpenAI && c.Protocol != ProtocolBuiltin {
-			return p.errorf(val, field, "must be openai or builtin")
+		if !knownProtocol(c.Protocol) {
+			return p.errorf(val, field, "must be one of %s", protocolList())
 		}
 	case "base_url":
 		c.BaseURL = strings.TrimRight(s, "/")
@@ -373,6 +375,8 @@ func (p *parser) field(c *Config, field, key string, val *yaml.Node) error {
 		}
 	case "api_key":
 		c.APIKey = s
+	case "secret_key":
+		c.SecretKey = s
 	case "model":
 		c.Model = s
 	case "soft_timeout", "latency":
@@ -445,6 +449,12 @@ func (p *parser) check(c *Config, prefix string, n *yaml.Node, seen map[string]*
 			return p.errorf(at("model"), prefix+".model", "is required for the openai protocol")
 		}
 	}
+	if key, msg := checkProtocol(c); msg != "" {
+		return p.errorf(at(key), prefix+"."+key, "%s", msg)
+	}
+	if c.Protocol == ProtocolBuiltin && c.SecretKey != "" || c.Protocol == ProtocolOpenAI && c.SecretKey != "" {
+		return p.errorf(at("secret_key"), prefix+".secret_key", "is not used by the %s protocol", c.Protocol)
+	}
 	for k, capability := range c.Capabilities {
 		if !KnownCapability(c.Media, capability) {
 			allowed := make([]string, 0, 5)
@@ -483,8 +493,8 @@ func Validate(cfgs []Config) error {
 			return fmt.Errorf("%s.name: duplicate name %q", prefix, c.Name)
 		case c.Media != MediaImage && c.Media != MediaVideo && c.Media != MediaChat:
 			return fmt.Errorf("%s.media: must be image, video or chat", prefix)
-		case c.Protocol != ProtocolOpenAI && c.Protocol != ProtocolBuiltin:
-			return fmt.Errorf("%s.protocol: must be openai or builtin", prefix)
+		case !knownProtocol(c.Protocol):
+			return fmt.Errorf("%s.protocol: must be one of %s", prefix, protocolList())
 		case c.Protocol == ProtocolOpenAI && c.BaseURL == "":
 			return fmt.Errorf("%s.base_url: is required for the openai protocol", prefix)
 		case c.SoftTimeout <= 0:
@@ -494,6 +504,9 @@ func Validate(cfgs []Config) error {
 			if !KnownCapability(c.Media, capability) {
 				return fmt.Errorf("%s.capabilities: unknown capability %q for %s", prefix, capability, c.Media)
 			}
+		}
+		if key, msg := checkProtocol(&c); msg != "" {
+			return fmt.Errorf("%s.%s: %s", prefix, key, msg)
 		}
 		for _, t := range c.Tiers {
 			if !KnownTier(t) {

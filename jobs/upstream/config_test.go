@@ -85,7 +85,7 @@ func TestParseErrors(t *testing.T) {
     media: audio
     protocol: builtin
 `, "upstreams.yaml:7: upstreams[1].media: must be image, video or chat"},
-		{"bad protocol", entry("  - name: b\n    media: chat\n    protocol: grpc\n"), "upstreams.yaml:9: upstreams[1].protocol: must be openai or builtin"},
+		{"bad protocol", entry("  - name: b\n    media: chat\n    protocol: grpc\n"), "upstreams.yaml:9: upstreams[1].protocol: must be one of openai, builtin"},
 		{"duplicate name", entry("  - name: a\n    media: chat\n    protocol: builtin\n"), `upstreams.yaml:7: upstreams[1].name: duplicate name "a" (also upstreams[0])`},
 		{"unknown capability", entry("    capabilities: [reference_images, sparkles]\n"), `upstreams.yaml:7: upstreams[0].capabilities[1]: unknown capability "sparkles" for image`},
 		{"video capability on image", entry("    capabilities: [generate_audio]\n"), `upstreams[0].capabilities[0]: unknown capability "generate_audio" for image`},

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Class sorts upstream failures by what routing should do about them (decision D5).
@@ -27,7 +29,14 @@ const (
 	ClassCapability Class = "capability"
 	// ClassOther is any other failure: the next upstream is tried at once.
 	ClassOther Class = "other"
+	// ClassRefused is a refusal of the content (moderation of the prompt, a reference or the result):
+	// the job fails with its refund at once, without a retry or another upstream, and the upstream's
+	// health is not blamed.
+	ClassRefused Class = "refused"
 )
+
+// RefusedMessage is the tenant-safe text of a content refusal.
+const RefusedMessage = "the prompt or a reference was refused by content moderation; credits refunded. Change the prompt or references before resubmitting"
 
 // Error is a classified failure of one upstream call; its text is for logs only.
 type Error struct {
@@ -37,6 +46,8 @@ type Error struct {
 	Code     string // upstream error code such as rate_limit_exceeded
 	Message  string // upstream or local detail; may name the provider
 	Err      error  // underlying error, if any
+	// RetryAfter is the delay the upstream asked for (HTTP Retry-After), 0 when none.
+	RetryAfter time.Duration
 }
 
 // Error returns the detailed text meant for logs, never for tenants.
@@ -82,6 +93,8 @@ func SafeMessage(c Class) string {
 		return "the upstream channel is unavailable"
 	case ClassCapability:
 		return "the upstream channel does not support this request"
+	case ClassRefused:
+		return RefusedMessage
 	default:
 		return "the upstream channel failed"
 	}
@@ -180,4 +193,39 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// StatusClass is the class of a non-2xx HTTP status for the task protocols (jobs/upstream/<name>):
+// 401 and 403 revoked, 402 unpaid, 408, 429 and every 5xx transient (retried on the same upstream at
+// most twice), 404, 405 and 501 capability, anything else other. A protocol refines it from its own
+// error codes (an exhausted balance, a quota, a moderation refusal).
+func StatusClass(status int) Class {
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return ClassRevoked
+	case status == http.StatusPaymentRequired:
+		return ClassUnpaid
+	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
+		return ClassTransient
+	case status == http.StatusNotFound || status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented:
+		return ClassCapability
+	}
+	return ClassOther
+}
+
+// RetryAfter reads an HTTP Retry-After header (seconds or an HTTP date); 0 when absent or unreadable.
+func RetryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
 }

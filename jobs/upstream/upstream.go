@@ -138,6 +138,7 @@ type Upstream struct {
 	Config
 	caps    uint32
 	adapter adapter
+	tasks   TaskAdapter // the task protocol's adapter; for openai and builtin video, a view of adapter
 }
 
 // New builds an upstream and its adapter from a config.
@@ -152,9 +153,115 @@ func New(cfg Config) (*Upstream, error) {
 	case ProtocolBuiltin:
 		u.adapter = newBuiltin(&u.Config)
 	default:
-		return nil, fmt.Errorf("upstream %s: unknown protocol %q", cfg.Name, cfg.Protocol)
+		spec, ok := protocolSpec(cfg.Protocol)
+		if !ok {
+			return nil, fmt.Errorf("upstream %s: unknown protocol %q", cfg.Name, cfg.Protocol)
+		}
+		if u.BaseURL == "" {
+			u.BaseURL = spec.DefaultBaseURL
+		}
+		t, err := spec.New(&u.Config)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: %w", cfg.Name, err)
+		}
+		u.tasks = t
+		u.adapter = taskOnly{name: cfg.Name, t: t}
+		return u, nil
+	}
+	if cfg.Media == MediaVideo {
+		u.tasks = videoTasks{u.adapter}
 	}
 	return u, nil
+}
+
+// Tasks returns the adapter of the one task path (jobs/tasks.go): the task protocol's, or for an
+// openai or builtin video upstream a view of its video calls; nil for openai and builtin images and
+// chat, which answer in one call.
+func (u *Upstream) Tasks() TaskAdapter { return u.tasks }
+
+// taskOnly answers the one-call interfaces of a task protocol's upstream: they are not served.
+type taskOnly struct {
+	name string
+	t    TaskAdapter
+}
+
+func (a taskOnly) unsupported() error {
+	return &Error{Class: ClassCapability, Upstream: a.name, Message: "served through upstream tasks only"}
+}
+
+func (a taskOnly) GenerateImage(context.Context, ImageRequest) (*Image, error) {
+	return nil, a.unsupported()
+}
+func (a taskOnly) Chat(context.Context, ChatRequest) (*ChatResult, error) {
+	return nil, a.unsupported()
+}
+func (a taskOnly) ChatStream(context.Context, ChatRequest, func(string) error) (*ChatResult, error) {
+	return nil, a.unsupported()
+}
+func (a taskOnly) Relay(context.Context, []byte) (*http.Response, error) { return nil, a.unsupported() }
+func (a taskOnly) ReadImage(context.Context, ReadImageRequest) (string, error) {
+	return "", a.unsupported()
+}
+func (a taskOnly) StartVideo(context.Context, VideoRequest) (*VideoTask, error) {
+	return nil, a.unsupported()
+}
+func (a taskOnly) VideoStatus(context.Context, string) (*VideoTask, error) {
+	return nil, a.unsupported()
+}
+func (a taskOnly) VideoContent(context.Context, string) (io.ReadCloser, error) {
+	return nil, a.unsupported()
+}
+func (a taskOnly) CancelVideo(ctx context.Context, id string) error {
+	return a.t.Cancel(ctx, MediaVideo, id)
+}
+func (a taskOnly) Probe(ctx context.Context) error { return a.t.Probe(ctx) }
+
+// videoTasks shows the video calls of an openai or builtin upstream as a task adapter.
+type videoTasks struct{ a adapter }
+
+func (v videoTasks) Submit(ctx context.Context, req TaskRequest) (*Task, error) {
+	t, err := v.a.StartVideo(ctx, req.Video)
+	if err != nil {
+		return nil, err
+	}
+	return fromVideoTask(t), nil
+}
+
+func (v videoTasks) Poll(ctx context.Context, _ Media, id string) (*Task, error) {
+	t, err := v.a.VideoStatus(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return fromVideoTask(t), nil
+}
+
+func (v videoTasks) Cancel(ctx context.Context, _ Media, id string) error {
+	return v.a.CancelVideo(ctx, id)
+}
+
+// Open downloads the video content of the task named by the output's URL (the task id).
+func (v videoTasks) Open(ctx context.Context, out Output) (io.ReadCloser, error) {
+	return v.a.VideoContent(ctx, out.URL)
+}
+
+func (v videoTasks) Probe(ctx context.Context) error { return v.a.Probe(ctx) }
+
+// fromVideoTask maps an OpenAI Videos API task; a completed one has one output naming the task.
+func fromVideoTask(t *VideoTask) *Task {
+	out := &Task{ID: t.ID, Progress: t.Progress}
+	switch t.Status {
+	case VideoCompleted:
+		out.Status = TaskSucceeded
+		out.Outputs = []Output{{URL: t.ID}}
+	case VideoFailed:
+		out.Status = TaskFailed
+		out.Err = &Error{Class: ClassOther, Message: t.Error}
+	case VideoInProgress:
+		out.Status = TaskRunning
+	default:
+		out.Status = TaskQueued
+	}
+	return out
 }
 
 // CapMask returns the bit mask of the upstream's capabilities (see CapabilityMask).
