@@ -334,9 +334,15 @@ func limitError(format string, args ...any) *gqlerror.Error {
 // bounded by maxBody), and gives it back to the request unless it answered; any body it cannot read
 // plainly (no top-level "query" string) is left to gqlgen.
 func (b documentBounds) precheckBody(w http.ResponseWriter, req *http.Request) bool {
-	body, err := io.ReadAll(req.Body)
-	_ = req.Body.Close()
-	req.Body = io.NopCloser(bytes.NewReader(body))
+	var body []byte
+	var err error
+	if whole, ok := req.Body.(interface{ Bytes() []byte }); ok {
+		body = whole.Bytes() // read whole already (httpmw.TextGuard): no second copy; gqlgen still reads it
+	} else {
+		body, err = io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	if err != nil || len(body) <= b.maxBytes {
 		return false // the query cannot be longer than the body; a body too large is gqlgen's to answer
 	}

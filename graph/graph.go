@@ -138,7 +138,9 @@ func NewHandler(svc *jobs.Service, opts Options) http.Handler {
 			return
 		}
 		if req.Body != nil {
-			req.Body = http.MaxBytesReader(w, req.Body, maxBody)
+			if b, whole := req.Body.(interface{ Bytes() []byte }); !whole || len(b.Bytes()) > maxBody {
+				req.Body = http.MaxBytesReader(w, req.Body, maxBody)
+			} // else read whole and within the bound already (httpmw.TextGuard)
 			if req.Method == http.MethodPost && bounds.precheckBody(w, req) {
 				return
 			}

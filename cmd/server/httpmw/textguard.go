@@ -56,14 +56,16 @@ func checkRequestText(r *http.Request, maxBody int64) error {
 		strings.HasPrefix(ct, "video/") || ct == "application/octet-stream") {
 		return nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	body, err := readBody(r.Body, r.ContentLength, maxBody)
 	orig := r.Body
-	rest := io.Reader(orig)
-	if err != nil {
-		rest = errReader{err}
-	}
-	r.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(body), rest), Closer: orig}
-	if err != nil || int64(len(body)) > maxBody {
+	if err == nil && int64(len(body)) <= maxBody {
+		r.Body = &Buffered{Reader: bytes.NewReader(body), Closer: orig, body: body}
+	} else {
+		rest := io.Reader(orig)
+		if err != nil {
+			rest = errReader{err}
+		}
+		r.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(body), rest), Closer: orig}
 		return nil // the endpoint meets the same error or bound when it reads
 	}
 	if form {
@@ -76,6 +78,37 @@ func checkRequestText(r *http.Request, maxBody int64) error {
 	// Whatever the Content-Type says, a body that is JSON is checked as JSON: the REST surface and
 	// GraphQL decode a JSON body sent as a form (curl -d), as text/plain or with no type at all.
 	return models.CheckJSONText(body)
+}
+
+// Buffered is a request body that the guard read whole: handlers that want the bytes take Bytes()
+// instead of reading (and copying) them again; reading it gives the same bytes.
+type Buffered struct {
+	*bytes.Reader
+	io.Closer
+	body []byte
+}
+
+// Bytes returns the whole body; the caller must not change it.
+func (b *Buffered) Bytes() []byte { return b.body }
+
+// readBody reads at most maxBody+1 bytes of a body, into one buffer of the declared length when the
+// request declares one within the bound (no growing and copying, which a large body pays many times).
+func readBody(body io.Reader, declared, maxBody int64) ([]byte, error) {
+	if declared <= 0 || declared > maxBody {
+		return io.ReadAll(io.LimitReader(body, maxBody+1))
+	}
+	buf := make([]byte, declared, declared+1)
+	n, err := io.ReadFull(body, buf)
+	if err != nil {
+		return buf[:n], err
+	}
+	// A body longer than it declared is cut by net/http; one more byte tells, and keeps the bound.
+	var one [1]byte
+	if m, _ := body.Read(one[:]); m > 0 {
+		rest, err := io.ReadAll(io.LimitReader(body, maxBody-declared))
+		return append(append(buf, one[0]), rest...), err
+	}
+	return buf, nil
 }
 
 type readCloser struct {
