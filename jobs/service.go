@@ -14,6 +14,8 @@ import (
 	"studio/jobs/relay"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
+	// The upstream task protocols register themselves (upstream.RegisterProtocol).
+	_ "studio/jobs/upstream/ark"
 	"studio/models"
 	"studio/models/media"
 )
@@ -186,6 +188,9 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 		return nil, err
 	}
 	s.queue = q
+	if opts.Events.MaxPerIdentity <= 0 {
+		opts.Events.MaxPerIdentity = cfg.MaxSubscriptionsPerIdentity
+	}
 	s.Events = events.New(db, opts.Events)
 	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams}})
 	if err != nil {

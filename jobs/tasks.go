@@ -203,21 +203,3 @@ func (s *Service) cancelTask(ctx context.Context, owner, name string, m upstream
 		slog.Warn("tasks: cancelling at the upstream failed", "owner", owner, "upstream", name, "err", err)
 	}
 }
-
-// runFailureMessage is the tenant's message of a routing run that gave up on the submission.
-func runFailureMessage(err error, deadline time.Duration, what string) string {
-	var re *routing.RunError
-	switch {
-	case errors.Is(err, errLostSubmission):
-		return lostSubmissionMessage
-	case upstream.ClassOf(err) == upstream.ClassRefused:
-		return upstream.RefusedMessage
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("%s timed out after %s; credits refunded", what, deadline)
-	case errors.Is(err, routing.ErrNoUpstream):
-		return models.NoUpstreamMessage + ": no upstream can serve this request now; credits refunded"
-	case errors.As(err, &re):
-		return re.Error() + "; credits refunded, you may resubmit"
-	}
-	return what + " failed; credits refunded, you may resubmit"
-}
