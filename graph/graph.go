@@ -90,11 +90,6 @@ func NewHandler(svc *jobs.Service, opts Options) http.Handler {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 15 * time.Second
 	}
-	if svc != nil && svc.Events != nil && svc.App != nil {
-		// The bound per identity is the broker's, shared by every surface that follows jobs; it is set
-		// here from the configuration, which jobs.New does not pass on to the broker (events.Options).
-		svc.Events.SetMaxPerIdentity(svc.Config.MaxSubscriptionsPerIdentity)
-	}
 	r := &Resolver{svc: svc, maxSubscriptions: opts.MaxSubscriptions,
 		setups: make(chan struct{}, maxSetups)}
 	cfg := Config{Resolvers: r}

@@ -293,17 +293,6 @@ type subscription struct {
 	release func()
 }
 
-// SetMaxPerIdentity changes the bound of subscriptions one identity holds open at once on this replica
-// (Options.MaxPerIdentity); n <= 0 keeps it. Subscriptions already open are kept.
-func (b *Broker) SetMaxPerIdentity(n int) {
-	if n <= 0 {
-		return
-	}
-	b.heldMu.Lock()
-	b.maxPerIdentity = n
-	b.heldMu.Unlock()
-}
-
 // hold takes one of the identity's places for a new subscription, or refuses it when all are taken. The
 // returned function gives the place back; calling it again does nothing.
 func (b *Broker) hold(id *models.Identity) (func(), error) {
