@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"studio/cmd/server"
 	"studio/jobs"
+	"studio/jobs/upstream"
 	"studio/models"
 )
 
@@ -53,7 +57,74 @@ func newAdminCmd() *cobra.Command {
 		}
 		cmd.AddCommand(sub)
 	}
+	cmd.AddCommand(newUpstreamTestCmd())
 	return cmd
+}
+
+// newUpstreamTestCmd builds `studio admin upstream-test NAME`: it checks one configured upstream's key
+// and reachability with the protocol's probe (a listing or a model lookup, never a generation), so that
+// an operator can try a new upstreams file before serving with it. It needs no database.
+func newUpstreamTestCmd() *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "upstream-test NAME",
+		Short: "check an upstream's key and reachability without generating anything",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg, err := loadConfig(c.Flags())
+			if err != nil {
+				return err
+			}
+			cfgs := upstream.BuiltinUpstreams()
+			if cfg.Upstreams != "" {
+				if cfgs, err = upstream.LoadFile(cfg.Upstreams); err != nil {
+					return err
+				}
+			}
+			return upstreamTest(c.Context(), c.OutOrStdout(), cfgs, args[0], timeout)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "how long to wait for the upstream")
+	return cmd
+}
+
+// upstreamTest probes the upstream called name and prints the outcome as JSON; a failed probe is an
+// error naming its class (revoked, unpaid, transient, ...).
+func upstreamTest(ctx context.Context, w io.Writer, cfgs []upstream.Config, name string, timeout time.Duration) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	set, err := upstream.NewSet(cfgs)
+	if err != nil {
+		return err
+	}
+	u := set.ByName(name)
+	if u == nil {
+		var names []string
+		for _, x := range set.All {
+			names = append(names, x.Name)
+		}
+		return fmt.Errorf("no upstream named %q (configured: %s)", name, strings.Join(names, ", "))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	err = u.Probe(ctx)
+	out := map[string]any{"ok": err == nil, "name": u.Name, "provider": u.Provider, "protocol": u.Protocol, "media": u.Media,
+		"base_url": u.BaseURL, "latency_ms": time.Since(start).Milliseconds()}
+	if err != nil {
+		out["class"] = string(upstream.ClassOf(err))
+		out["error"] = err.Error()
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if encErr := enc.Encode(out); encErr != nil {
+		return encErr
+	}
+	if err != nil {
+		return fmt.Errorf("upstream %s failed its check (%s)", u.Name, upstream.ClassOf(err))
+	}
+	return nil
 }
 
 func parseParam(p models.AdminParam, s string) (any, error) {
