@@ -23,6 +23,103 @@ const (
 	BearerScopes = "bearer.Scopes"
 )
 
+// Defines values for AdminDoneOk.
+const (
+	AdminDoneOkTrue AdminDoneOk = true
+)
+
+// Defines values for AdminInvitationCreateAction.
+const (
+	InvitationCreate AdminInvitationCreateAction = "invitation-create"
+)
+
+// Defines values for AdminInvitationsOk.
+const (
+	AdminInvitationsOkTrue AdminInvitationsOk = true
+)
+
+// Defines values for AdminPromoClaimDisableAction.
+const (
+	PromoClaimDisable AdminPromoClaimDisableAction = "promo-claim-disable"
+)
+
+// Defines values for AdminRekeyedOk.
+const (
+	AdminRekeyedOkTrue AdminRekeyedOk = true
+)
+
+// Defines values for AdminTemplateDeleteAction.
+const (
+	TemplateDelete AdminTemplateDeleteAction = "template-delete"
+)
+
+// Defines values for AdminTenantBindAction.
+const (
+	TenantBind AdminTenantBindAction = "tenant-bind"
+)
+
+// Defines values for AdminTenantCreateAction.
+const (
+	TenantCreate AdminTenantCreateAction = "tenant-create"
+)
+
+// Defines values for AdminTenantCreatedOk.
+const (
+	AdminTenantCreatedOkTrue AdminTenantCreatedOk = true
+)
+
+// Defines values for AdminTenantCreditAction.
+const (
+	TenantCredit AdminTenantCreditAction = "tenant-credit"
+)
+
+// Defines values for AdminTenantCreditedOk.
+const (
+	AdminTenantCreditedOkTrue AdminTenantCreditedOk = true
+)
+
+// Defines values for AdminTenantRekeyAction.
+const (
+	TenantRekey AdminTenantRekeyAction = "tenant-rekey"
+)
+
+// Defines values for AdminUpstreamDisableAction.
+const (
+	UpstreamDisable AdminUpstreamDisableAction = "upstream-disable"
+)
+
+// Defines values for AdminUpstreamEnableAction.
+const (
+	UpstreamEnable AdminUpstreamEnableAction = "upstream-enable"
+)
+
+// Defines values for AdminUpstreamListAction.
+const (
+	UpstreamList AdminUpstreamListAction = "upstream-list"
+)
+
+// Defines values for AdminUpstreamsOk.
+const (
+	AdminUpstreamsOkTrue AdminUpstreamsOk = true
+)
+
+// Defines values for AdminUpstreamsUpstreamsMedia.
+const (
+	AdminUpstreamsUpstreamsMediaChat  AdminUpstreamsUpstreamsMedia = "chat"
+	AdminUpstreamsUpstreamsMediaImage AdminUpstreamsUpstreamsMedia = "image"
+	AdminUpstreamsUpstreamsMediaVideo AdminUpstreamsUpstreamsMedia = "video"
+)
+
+// Defines values for AdminUserCreditAction.
+const (
+	UserCredit AdminUserCreditAction = "user-credit"
+)
+
+// Defines values for AdminUserCreditedOk.
+const (
+	AdminUserCreditedOkTrue AdminUserCreditedOk = true
+)
+
 // Defines values for ArticleTemplateSource.
 const (
 	ArticleTemplateSourceMine     ArticleTemplateSource = "mine"
@@ -224,7 +321,7 @@ const (
 
 // Defines values for UserClaimsOk.
 const (
-	UserClaimsOkTrue UserClaimsOk = true
+	True UserClaimsOk = true
 )
 
 // Defines values for VideoRequestResolution.
@@ -360,10 +457,10 @@ const (
 
 // Defines values for ListVideoTemplatesParamsSource.
 const (
-	ListVideoTemplatesParamsSourceAll      ListVideoTemplatesParamsSource = "all"
-	ListVideoTemplatesParamsSourceEmpty    ListVideoTemplatesParamsSource = ""
-	ListVideoTemplatesParamsSourceMine     ListVideoTemplatesParamsSource = "mine"
-	ListVideoTemplatesParamsSourcePlatform ListVideoTemplatesParamsSource = "platform"
+	All      ListVideoTemplatesParamsSource = "all"
+	Empty    ListVideoTemplatesParamsSource = ""
+	Mine     ListVideoTemplatesParamsSource = "mine"
+	Platform ListVideoTemplatesParamsSource = "platform"
 )
 
 // Defines values for GetVideosParamsFilterStatus.
@@ -374,6 +471,230 @@ const (
 	Pending   GetVideosParamsFilterStatus = "pending"
 	Running   GetVideosParamsFilterStatus = "running"
 )
+
+// AdminDone defines model for AdminDone.
+type AdminDone struct {
+	Ok AdminDoneOk `json:"ok"`
+}
+
+// AdminDoneOk defines model for AdminDone.Ok.
+type AdminDoneOk bool
+
+// AdminInvitationCreate Create single-use invitation codes for e-mail registration.
+type AdminInvitationCreate struct {
+	Action AdminInvitationCreateAction `json:"action"`
+
+	// Count how many codes (default 1)
+	Count *int `json:"count,omitempty"`
+}
+
+// AdminInvitationCreateAction defines model for AdminInvitationCreate.Action.
+type AdminInvitationCreateAction string
+
+// AdminInvitations defines model for AdminInvitations.
+type AdminInvitations struct {
+	Codes []string           `json:"codes"`
+	Ok    AdminInvitationsOk `json:"ok"`
+}
+
+// AdminInvitationsOk defines model for AdminInvitations.Ok.
+type AdminInvitationsOk bool
+
+// AdminPromoClaimDisable Void a claim code; it can no longer be redeemed (grants already made stay).
+type AdminPromoClaimDisable struct {
+	Action AdminPromoClaimDisableAction `json:"action"`
+
+	// Code claim code (promo-...)
+	Code string `json:"code"`
+}
+
+// AdminPromoClaimDisableAction defines model for AdminPromoClaimDisable.Action.
+type AdminPromoClaimDisableAction string
+
+// AdminRekeyed defines model for AdminRekeyed.
+type AdminRekeyed struct {
+	// ApiKey shown once
+	ApiKey string         `json:"api_key"`
+	Ok     AdminRekeyedOk `json:"ok"`
+}
+
+// AdminRekeyedOk defines model for AdminRekeyed.Ok.
+type AdminRekeyedOk bool
+
+// AdminTemplateDelete Delete an image, copy or video template (tenants cannot delete templates).
+type AdminTemplateDelete struct {
+	Action AdminTemplateDeleteAction `json:"action"`
+
+	// Id template id
+	Id openapi_types.UUID `json:"id"`
+}
+
+// AdminTemplateDeleteAction defines model for AdminTemplateDelete.Action.
+type AdminTemplateDeleteAction string
+
+// AdminTenantBind Restrict a tenant to a model family or channel; an empty model unbinds.
+type AdminTenantBind struct {
+	Action AdminTenantBindAction `json:"action"`
+
+	// Model family or channel name; empty to unbind
+	Model    *string            `json:"model,omitempty"`
+	TenantId openapi_types.UUID `json:"tenant_id"`
+}
+
+// AdminTenantBindAction defines model for AdminTenantBind.Action.
+type AdminTenantBindAction string
+
+// AdminTenantCreate Create a tenant; its API key is in the answer, once.
+type AdminTenantCreate struct {
+	Action AdminTenantCreateAction `json:"action"`
+
+	// Credits opening credits
+	Credits *int `json:"credits,omitempty"`
+
+	// Markup price factor for charged_cny (default 1)
+	Markup *float32 `json:"markup,omitempty"`
+
+	// Name tenant name
+	Name string `json:"name"`
+
+	// QuotaMonthly credits per local calendar month
+	QuotaMonthly *int `json:"quota_monthly,omitempty"`
+
+	// Unmetered no credit limit
+	Unmetered *bool `json:"unmetered,omitempty"`
+}
+
+// AdminTenantCreateAction defines model for AdminTenantCreate.Action.
+type AdminTenantCreateAction string
+
+// AdminTenantCreated defines model for AdminTenantCreated.
+type AdminTenantCreated struct {
+	// ApiKey shown once
+	ApiKey string               `json:"api_key"`
+	Ok     AdminTenantCreatedOk `json:"ok"`
+	Tenant struct {
+		Id   openapi_types.UUID `json:"id"`
+		Name string             `json:"name"`
+	} `json:"tenant"`
+}
+
+// AdminTenantCreatedOk defines model for AdminTenantCreated.Ok.
+type AdminTenantCreatedOk bool
+
+// AdminTenantCredit Add (or with a negative value remove) credits of a tenant's pool.
+type AdminTenantCredit struct {
+	Action AdminTenantCreditAction `json:"action"`
+
+	// Credits signed delta
+	Credits  int                `json:"credits"`
+	TenantId openapi_types.UUID `json:"tenant_id"`
+}
+
+// AdminTenantCreditAction defines model for AdminTenantCredit.Action.
+type AdminTenantCreditAction string
+
+// AdminTenantCredited defines model for AdminTenantCredited.
+type AdminTenantCredited struct {
+	Balance   int                   `json:"balance"`
+	Ok        AdminTenantCreditedOk `json:"ok"`
+	Reserved  int                   `json:"reserved"`
+	Spendable int                   `json:"spendable"`
+}
+
+// AdminTenantCreditedOk defines model for AdminTenantCredited.Ok.
+type AdminTenantCreditedOk bool
+
+// AdminTenantRekey Replace a tenant's API key; the old key fails at once.
+type AdminTenantRekey struct {
+	Action   AdminTenantRekeyAction `json:"action"`
+	TenantId openapi_types.UUID     `json:"tenant_id"`
+}
+
+// AdminTenantRekeyAction defines model for AdminTenantRekey.Action.
+type AdminTenantRekeyAction string
+
+// AdminUpstreamDisable Take an upstream out of rotation.
+type AdminUpstreamDisable struct {
+	Action AdminUpstreamDisableAction `json:"action"`
+
+	// Name channel name
+	Name string `json:"name"`
+}
+
+// AdminUpstreamDisableAction defines model for AdminUpstreamDisable.Action.
+type AdminUpstreamDisableAction string
+
+// AdminUpstreamEnable Put an upstream back into rotation.
+type AdminUpstreamEnable struct {
+	Action AdminUpstreamEnableAction `json:"action"`
+
+	// Name channel name
+	Name string `json:"name"`
+}
+
+// AdminUpstreamEnableAction defines model for AdminUpstreamEnable.Action.
+type AdminUpstreamEnableAction string
+
+// AdminUpstreamList List upstreams with health score, state and reason.
+type AdminUpstreamList struct {
+	Action AdminUpstreamListAction `json:"action"`
+}
+
+// AdminUpstreamListAction defines model for AdminUpstreamList.Action.
+type AdminUpstreamListAction string
+
+// AdminUpstreams defines model for AdminUpstreams.
+type AdminUpstreams struct {
+	Ok        AdminUpstreamsOk `json:"ok"`
+	Upstreams []struct {
+		Attempts    int                          `json:"attempts"`
+		Family      string                       `json:"family"`
+		Media       AdminUpstreamsUpstreamsMedia `json:"media"`
+		Name        string                       `json:"name"`
+		P95Ms       int                          `json:"p95_ms"`
+		Provider    string                       `json:"provider"`
+		Reason      *string                      `json:"reason,omitempty"`
+		Score       float32                      `json:"score"`
+		Since       *time.Time                   `json:"since,omitempty"`
+		State       string                       `json:"state"`
+		SuccessRate float32                      `json:"success_rate"`
+		Tiers       *[]string                    `json:"tiers,omitempty"`
+		Weight      float32                      `json:"weight"`
+	} `json:"upstreams"`
+}
+
+// AdminUpstreamsOk defines model for AdminUpstreams.Ok.
+type AdminUpstreamsOk bool
+
+// AdminUpstreamsUpstreamsMedia defines model for AdminUpstreams.Upstreams.Media.
+type AdminUpstreamsUpstreamsMedia string
+
+// AdminUserCredit Add or remove credits of a personal account, named by e-mail or id.
+type AdminUserCredit struct {
+	Action AdminUserCreditAction `json:"action"`
+
+	// Credits signed delta
+	Credits int `json:"credits"`
+
+	// Email e-mail of the account
+	Email *string `json:"email,omitempty"`
+
+	// UserId or its id
+	UserId *openapi_types.UUID `json:"user_id,omitempty"`
+}
+
+// AdminUserCreditAction defines model for AdminUserCredit.Action.
+type AdminUserCreditAction string
+
+// AdminUserCredited defines model for AdminUserCredited.
+type AdminUserCredited struct {
+	// Credits the account's credits after the change
+	Credits int                 `json:"credits"`
+	Ok      AdminUserCreditedOk `json:"ok"`
+}
+
+// AdminUserCreditedOk defines model for AdminUserCredited.Ok.
+type AdminUserCreditedOk bool
 
 // ArticleTemplate defines model for ArticleTemplate.
 type ArticleTemplate struct {
@@ -1098,7 +1419,7 @@ type Unprocessable = Error
 
 // RunAdminActionJSONBody defines parameters for RunAdminAction.
 type RunAdminActionJSONBody struct {
-	Action string `json:"action"`
+	union json.RawMessage
 }
 
 // GenerateArticleJSONBody defines parameters for GenerateArticle.
@@ -5539,18 +5860,7 @@ type RunAdminActionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	JSON200      *struct {
-		ApiKey    *string   `json:"api_key,omitempty"`
-		Balance   *int      `json:"balance,omitempty"`
-		Codes     *[]string `json:"codes,omitempty"`
-		Credits   *int      `json:"credits,omitempty"`
-		Ok        bool      `json:"ok"`
-		Reserved  *int      `json:"reserved,omitempty"`
-		Spendable *int      `json:"spendable,omitempty"`
-		Tenant    *struct {
-			Id   openapi_types.UUID `json:"id"`
-			Name string             `json:"name"`
-		} `json:"tenant,omitempty"`
-		Upstreams *[]map[string]interface{} `json:"upstreams,omitempty"`
+		union json.RawMessage
 	}
 	JSON400 *BadRequest
 	JSON401 *Unauthorized
@@ -7987,18 +8297,7 @@ func ParseRunAdminActionResponse(rsp *http.Response) (*RunAdminActionResponse, e
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			ApiKey    *string   `json:"api_key,omitempty"`
-			Balance   *int      `json:"balance,omitempty"`
-			Codes     *[]string `json:"codes,omitempty"`
-			Credits   *int      `json:"credits,omitempty"`
-			Ok        bool      `json:"ok"`
-			Reserved  *int      `json:"reserved,omitempty"`
-			Spendable *int      `json:"spendable,omitempty"`
-			Tenant    *struct {
-				Id   openapi_types.UUID `json:"id"`
-				Name string             `json:"name"`
-			} `json:"tenant,omitempty"`
-			Upstreams *[]map[string]interface{} `json:"upstreams,omitempty"`
+			union json.RawMessage
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
