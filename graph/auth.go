@@ -64,7 +64,54 @@ func (r *Resolver) caller(ctx context.Context) (*models.Identity, error) {
 	if c == nil {
 		c = &credentials{}
 	}
-	return c.resolve(ctx, r.svc.App)
+	id, err := c.resolve(ctx, r.svc.App)
+	if models.KindOf(err) == models.KindUnauthenticated {
+		if st, ok := ctx.Value(httpStatusKey{}).(*httpStatus); ok {
+			st.unauthenticated.Store(true)
+		}
+	}
+	return id, err
+}
+
+// httpStatus is what an HTTP request's execution tells its answer's status: a field that needed the
+// caller met a missing or invalid credential, so the answer is 401 (spec section 5), as REST answers,
+// with the GraphQL body that says which fields (UNAUTHENTICATED). An operation that needs no caller
+// (introspection) is answered 200 without a credential.
+type httpStatus struct{ unauthenticated atomic.Bool }
+
+type httpStatusKey struct{}
+
+// statusWriter turns the 200 of an operation that met a missing or invalid credential into 401.
+type statusWriter struct {
+	http.ResponseWriter
+	st    *httpStatus
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote && code == http.StatusOK && w.st.unauthenticated.Load() {
+		code = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Bearer realm="studio"`)
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// withHTTPStatus prepares an HTTP request's answer to carry 401 when its operation met a missing or
+// invalid credential.
+func withHTTPStatus(w http.ResponseWriter, req *http.Request) (http.ResponseWriter, *http.Request) {
+	st := &httpStatus{}
+	return &statusWriter{ResponseWriter: w, st: st}, req.WithContext(context.WithValue(req.Context(), httpStatusKey{}, st))
 }
 
 // WebSocket close codes of graphql-transport-ws for a refused connection_init.

@@ -140,6 +140,7 @@ func NewHandler(svc *jobs.Service, opts Options) http.Handler {
 				return
 			}
 		}
+		w, req = withHTTPStatus(w, req)
 		srv.ServeHTTP(w, req)
 	})
 }

@@ -137,7 +137,22 @@ func TestErrorCodesAndPermissions(t *testing.T) {
 			if c.message != "" && !strings.Contains(r.Errors[0].Message, c.message) {
 				t.Fatalf("message %q, want it to contain %q", r.Errors[0].Message, c.message)
 			}
+			// A missing or invalid key is 401, as the spec's section 5 and REST answer; other refusals 200.
+			want := http.StatusOK
+			switch c.code {
+			case "UNAUTHENTICATED":
+				want = http.StatusUnauthorized
+			case "GRAPHQL_VALIDATION_FAILED":
+				want = http.StatusUnprocessableEntity
+			}
+			if r.Status != want {
+				t.Fatalf("HTTP status %d, want %d", r.Status, want)
+			}
 		})
+	}
+	// Introspection needs no credential: tools fetch the schema without a key.
+	if r := e.gql("", `{ __schema { queryType { name } } }`, nil); r.Status != http.StatusOK || len(r.Errors) != 0 {
+		t.Fatalf("introspection without a key: %d %+v", r.Status, r.Errors)
 	}
 
 	// The same refusals over REST carry the same messages.

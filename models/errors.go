@@ -61,6 +61,19 @@ type Error struct {
 	Message    string
 	RetryAfter time.Duration
 	Err        error
+	// Param names the request field at fault, when one is (OpenAI-shaped answers carry it as `param`).
+	Param string
+	// Reason is a finer machine-readable reason where a client library expects one (OpenAI's
+	// `model_not_found`); empty means the kind's code.
+	Reason string
+}
+
+// ReasonModelNotFound is the reason of a refused model name, as OpenAI names it.
+const ReasonModelNotFound = "model_not_found"
+
+// InvalidParam returns a KindInvalid error about one request field, with an optional finer reason.
+func InvalidParam(param, reason, format string, a ...any) *Error {
+	return &Error{Kind: KindInvalid, Message: fmt.Sprintf(format, a...), Param: param, Reason: reason}
 }
 
 // Error returns the public message.

@@ -67,23 +67,28 @@ func TestChatCompletionsRefusesOtherModelsAndBadBodies(t *testing.T) {
 	_, key := e.tenant("Acme", 0)
 	cases := []struct {
 		name string
-		body any
-		msg  string
+		body  any
+		msg   string
+		code  string // OpenAI's code
+		param any    // OpenAI's param: the field at fault, or nil
 	}{
-		{"a specific model", map[string]any{"model": "gpt-4o", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "service-auto"},
-		{"auto", map[string]any{"model": "auto", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "service-auto"},
-		{"no model", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "service-auto"},
-		{"no messages", map[string]any{"model": "service-auto"}, "messages"},
-		{"empty messages", map[string]any{"model": "service-auto", "messages": []any{}}, "messages"},
-		{"stream not a boolean", map[string]any{"model": "service-auto", "stream": "yes", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "stream"},
-		{"not JSON", `{"model":`, "JSON"},
-		{"not an object", `[1,2]`, "JSON object"},
+		{"a specific model", map[string]any{"model": "gpt-4o", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "service-auto", "model_not_found", "model"},
+		{"auto", map[string]any{"model": "auto", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "service-auto", "model_not_found", "model"},
+		{"no model", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "service-auto", "model_not_found", "model"},
+		{"no messages", map[string]any{"model": "service-auto"}, "messages", "invalid", "messages"},
+		{"empty messages", map[string]any{"model": "service-auto", "messages": []any{}}, "messages", "invalid", "messages"},
+		{"stream not a boolean", map[string]any{"model": "service-auto", "stream": "yes", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, "stream", "invalid", "stream"},
+		{"not JSON", `{"model":`, "JSON", "invalid", nil},
+		{"not an object", `[1,2]`, "JSON object", "invalid", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.call("POST", "/api/chat/completions", key, c.body).expect(t, 400)
-			if msg := r.openAIError(t, "invalid_request_error", "invalid"); !strings.Contains(msg, c.msg) {
+			if msg := r.openAIError(t, "invalid_request_error", c.code); !strings.Contains(msg, c.msg) {
 				t.Fatalf("error = %q, want it to mention %q", msg, c.msg)
+			}
+			if p := r.JSON["error"].(map[string]any)["param"]; p != c.param {
+				t.Fatalf("param = %v, want %v: %s", p, c.param, r.Body)
 			}
 		})
 	}

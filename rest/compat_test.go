@@ -90,7 +90,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 		"chat: fake reply | tokens: 15 | request: ", // the upstream's usage; _request_id read from X-Request-ID
 		"stream: chunk-0 chunk-1 chunk-2  | tokens: ",
 		"model: service-auto\nmodel: chat\n",
-		"error: 400 invalid ", // OpenAI.BadRequestError with the stable code
+		"error: 400 model_not_found model ", // OpenAI.BadRequestError with OpenAI's code and the field at fault
 	)
 	if strings.Contains(out, "request: undefined") || strings.Contains(out, "tokens: undefined") {
 		t.Fatalf("the SDK found no request id or usage:\n%s", out)

@@ -11,7 +11,8 @@ import (
 // The OpenAI-style paths (POST /api/chat/completions, GET /api/models, GET /api/models/{model}) are
 // what an OpenAI client reaches with base URL {base_url}/api. They answer errors in OpenAI's shape,
 // {"error": {"message", "type", "param", "code"}}, so that OpenAI SDKs raise their own error types with
-// the message; `code` is the same stable code as in the rest of the API.
+// the message; `code` is the same stable code as in the rest of the API, or OpenAI's finer one where it
+// has one (`model_not_found` for a model the relay does not serve), and `param` names the field at fault.
 
 // openAIError is OpenAI's error body.
 type openAIError struct {
@@ -47,7 +48,14 @@ func openAIType(status int) string {
 // writeOpenAIError answers err in OpenAI's error shape, with the status and code of its kind.
 func writeOpenAIError(w http.ResponseWriter, r *http.Request, err error) {
 	e, status, code := answerOf(w, r, err)
-	writeJSON(w, status, openAIError{Error: openAIErrorDetail{Message: e.Error(), Type: openAIType(status), Code: code}})
+	detail := openAIErrorDetail{Message: e.Error(), Type: openAIType(status), Code: code}
+	if e.Reason != "" {
+		detail.Code = e.Reason
+	}
+	if e.Param != "" {
+		detail.Param = &e.Param
+	}
+	writeJSON(w, status, openAIError{Error: detail})
 }
 
 // openAI wraps an OpenAI-style endpoint: like authed, with errors in OpenAI's shape.
@@ -104,5 +112,6 @@ func (s *Server) retrieveModel(w http.ResponseWriter, r *http.Request, id *model
 			return nil
 		}
 	}
-	return models.NotFound("model " + want + " (GET /api/models lists the models)")
+	return &models.Error{Kind: models.KindNotFound, Message: "model " + want + " not found (GET /api/models lists the models)",
+		Param: "model", Reason: models.ReasonModelNotFound}
 }

@@ -49,7 +49,10 @@ func TestOpenAIModelList(t *testing.T) {
 	if got := e.call("GET", "/api/models/service-auto", key, nil).expect(t, 200); got.str("id") != "service-auto" || got.str("object") != "model" {
 		t.Fatalf("retrieve = %s", got.Body)
 	}
-	e.call("GET", "/api/models/gpt-4o", key, nil).expect(t, 404).openAIError(t, "not_found_error", "not_found")
+	if r := e.call("GET", "/api/models/gpt-4o", key, nil).expect(t, 404); r.openAIError(t, "not_found_error", "model_not_found") != "" &&
+		r.JSON["error"].(map[string]any)["param"] != "model" {
+		t.Fatalf("unknown model: %s, want param model", r.Body)
+	}
 	e.call("GET", "/api/models", "", nil).expect(t, 401).openAIError(t, "authentication_error", "unauthenticated")
 	// The rest of the API keeps the spec's {"error": "<message>"}.
 	if r := e.call("GET", "/api/available-models", "", nil).expect(t, 401); r.str("error") == "" || r.str("code") != "unauthenticated" {
@@ -64,7 +67,7 @@ func TestChatErrorsHaveOpenAIShape(t *testing.T) {
 	e.call("POST", "/api/chat/completions", "", chatBody(false)).expect(t, 401).openAIError(t, "authentication_error", "unauthenticated")
 	e.call("POST", "/api/chat/completions", e.adminKey, chatBody(false)).expect(t, 403).openAIError(t, "permission_error", "forbidden")
 	r := e.call("POST", "/api/chat/completions", key, map[string]any{"model": "gpt-4o", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}).expect(t, 400)
-	if msg := r.openAIError(t, "invalid_request_error", "invalid"); !strings.Contains(msg, "service-auto") {
+	if msg := r.openAIError(t, "invalid_request_error", "model_not_found"); !strings.Contains(msg, "service-auto") {
 		t.Fatalf("message = %q", msg)
 	}
 }

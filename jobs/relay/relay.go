@@ -69,16 +69,17 @@ func checkChatBody(body []byte) (includeUsage bool, err error) {
 	}
 	fields := gjson.GetManyBytes(body, "model", "messages", "stream", "stream_options.include_usage")
 	if model := fields[0]; model.Type != gjson.String || model.Str != ChatModel {
-		return false, models.Invalid("model must be %q: smart routing chooses the model and provider, so do not name a specific model", ChatModel)
+		return false, models.InvalidParam("model", models.ReasonModelNotFound,
+			"model must be %q: smart routing chooses the model and provider, so do not name a specific model", ChatModel)
 	}
 	if m := fields[1]; !m.IsArray() || m.Get("#").Int() == 0 {
-		return false, models.Invalid("messages must be a non-empty array of chat messages")
+		return false, models.InvalidParam("messages", "", "messages must be a non-empty array of chat messages")
 	}
 	if s := fields[2]; s.Exists() && s.Type != gjson.True && s.Type != gjson.False && s.Type != gjson.Null {
-		return false, models.Invalid("stream must be true or false")
+		return false, models.InvalidParam("stream", "", "stream must be true or false")
 	}
 	if u := fields[3]; u.Exists() && u.Type != gjson.True && u.Type != gjson.False && u.Type != gjson.Null {
-		return false, models.Invalid("stream_options.include_usage must be true or false")
+		return false, models.InvalidParam("stream_options.include_usage", "", "stream_options.include_usage must be true or false")
 	}
 	return fields[3].Type == gjson.True, nil
 }

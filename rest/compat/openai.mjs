@@ -35,5 +35,5 @@ try {
   await client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "hi" }] });
 } catch (err) {
   if (!(err instanceof OpenAI.BadRequestError)) throw err;
-  console.log("error:", err.status, err.code, err.message);
+  console.log("error:", err.status, err.code, err.param, err.message);
 }
