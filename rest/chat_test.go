@@ -66,7 +66,7 @@ func TestChatCompletionsRefusesOtherModelsAndBadBodies(t *testing.T) {
 	e := newEnv(t, opt)
 	_, key := e.tenant("Acme", 0)
 	cases := []struct {
-		name string
+		name  string
 		body  any
 		msg   string
 		code  string // OpenAI's code
