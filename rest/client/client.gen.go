@@ -1007,7 +1007,10 @@ type MemberAccount struct {
 }
 
 // OpenAIError The error answer of the OpenAI-style paths (POST /api/chat/completions, GET /api/models), in
-// OpenAI's shape. `code` is the stable code of schema `Error`; `type` is OpenAI's: 400, 413
+// OpenAI's shape. `code` is the stable code of schema `Error`, or OpenAI's finer one where it has
+// one: `model_not_found` for a model the relay does not serve (any model but `service-auto` in a
+// chat completion, an unknown id at GET /api/models/{model}); `param` names the request field at
+// fault (`model`, `messages`, `stream`, ...) or is null. `type` is OpenAI's: 400, 413
 // `invalid_request_error`, 401 `authentication_error`, 403 `permission_error`, 404
 // `not_found_error`, 429 `rate_limit_error`, 5xx `server_error`.
 type OpenAIError struct {
@@ -1370,25 +1373,37 @@ type InsufficientCredits = Error
 type NotFound = Error
 
 // OpenAIBadRequest The error answer of the OpenAI-style paths (POST /api/chat/completions, GET /api/models), in
-// OpenAI's shape. `code` is the stable code of schema `Error`; `type` is OpenAI's: 400, 413
+// OpenAI's shape. `code` is the stable code of schema `Error`, or OpenAI's finer one where it has
+// one: `model_not_found` for a model the relay does not serve (any model but `service-auto` in a
+// chat completion, an unknown id at GET /api/models/{model}); `param` names the request field at
+// fault (`model`, `messages`, `stream`, ...) or is null. `type` is OpenAI's: 400, 413
 // `invalid_request_error`, 401 `authentication_error`, 403 `permission_error`, 404
 // `not_found_error`, 429 `rate_limit_error`, 5xx `server_error`.
 type OpenAIBadRequest = OpenAIError
 
 // OpenAIForbidden The error answer of the OpenAI-style paths (POST /api/chat/completions, GET /api/models), in
-// OpenAI's shape. `code` is the stable code of schema `Error`; `type` is OpenAI's: 400, 413
+// OpenAI's shape. `code` is the stable code of schema `Error`, or OpenAI's finer one where it has
+// one: `model_not_found` for a model the relay does not serve (any model but `service-auto` in a
+// chat completion, an unknown id at GET /api/models/{model}); `param` names the request field at
+// fault (`model`, `messages`, `stream`, ...) or is null. `type` is OpenAI's: 400, 413
 // `invalid_request_error`, 401 `authentication_error`, 403 `permission_error`, 404
 // `not_found_error`, 429 `rate_limit_error`, 5xx `server_error`.
 type OpenAIForbidden = OpenAIError
 
 // OpenAIRateLimited The error answer of the OpenAI-style paths (POST /api/chat/completions, GET /api/models), in
-// OpenAI's shape. `code` is the stable code of schema `Error`; `type` is OpenAI's: 400, 413
+// OpenAI's shape. `code` is the stable code of schema `Error`, or OpenAI's finer one where it has
+// one: `model_not_found` for a model the relay does not serve (any model but `service-auto` in a
+// chat completion, an unknown id at GET /api/models/{model}); `param` names the request field at
+// fault (`model`, `messages`, `stream`, ...) or is null. `type` is OpenAI's: 400, 413
 // `invalid_request_error`, 401 `authentication_error`, 403 `permission_error`, 404
 // `not_found_error`, 429 `rate_limit_error`, 5xx `server_error`.
 type OpenAIRateLimited = OpenAIError
 
 // OpenAIUnauthorized The error answer of the OpenAI-style paths (POST /api/chat/completions, GET /api/models), in
-// OpenAI's shape. `code` is the stable code of schema `Error`; `type` is OpenAI's: 400, 413
+// OpenAI's shape. `code` is the stable code of schema `Error`, or OpenAI's finer one where it has
+// one: `model_not_found` for a model the relay does not serve (any model but `service-auto` in a
+// chat completion, an unknown id at GET /api/models/{model}); `param` names the request field at
+// fault (`model`, `messages`, `stream`, ...) or is null. `type` is OpenAI's: 400, 413
 // `invalid_request_error`, 401 `authentication_error`, 403 `permission_error`, 404
 // `not_found_error`, 429 `rate_limit_error`, 5xx `server_error`.
 type OpenAIUnauthorized = OpenAIError
