@@ -9,6 +9,7 @@ import (
 
 	"studio/jobs/upstream"
 	arkfake "studio/jobs/upstream/ark/fake"
+	dsfake "studio/jobs/upstream/dashscope/fake"
 	klingfake "studio/jobs/upstream/kling/fake"
 	"studio/models"
 )
@@ -91,5 +92,19 @@ func TestReadmeUpstreamsTableNamesEveryProtocol(t *testing.T) {
 		if !strings.Contains(string(data), "| `"+string(p)+"` |") {
 			t.Errorf("the README's table of task protocols has no row for %s", p)
 		}
+	}
+}
+
+// TestReadmeUpstreamsDashScopeExampleRunsAnImageAndAVideo does the same with the DashScope example.
+func TestReadmeUpstreamsDashScopeExampleRunsAnImageAndAVideo(t *testing.T) {
+	f := dsfake.New()
+	t.Cleanup(f.Close)
+	t.Setenv("DASHSCOPE_API_KEY", dsfake.Key)
+	e := newTaskEnv(t, readmeExample(t, "dashscope", f.URL)...)
+	e.expectImageDone(e.waitJob(e.image(models.GenerateRequest{Prompt: ptr("a tea cup"), Model: "wan"}).ID))
+	e.expectVideoDone(e.waitVideo(e.video(models.VideoRequest{Prompt: ptr("a kite"), Model: upstream.TierA25Pro, GenerateAudio: true}).ID, models.VideoDone, models.VideoFailed))
+	posts := f.Requests(http.MethodPost, "/services/aigc/")
+	if len(posts) != 2 || posts[1].JSON()["model"] != "wan2.5-t2v-preview" || posts[1].JSON()["parameters"].(map[string]any)["audio"] != true {
+		t.Fatalf("submissions %v", posts)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"studio/jobs/upstream"
 	// The upstream task protocols register themselves (upstream.RegisterProtocol).
 	_ "studio/jobs/upstream/ark"
+	_ "studio/jobs/upstream/dashscope"
 	_ "studio/jobs/upstream/kling"
 	"studio/models"
 	"studio/models/media"
