@@ -130,10 +130,12 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
-		// pgxpool defaults to max(4, cores) connections: too few for fetching, completing, the leader's
-		// maintenance and LISTEN at a high job rate.
-		if pcfg.MaxConns < 16 {
-			pcfg.MaxConns = 16
+		// The queue's share of the replica's connections (models.ConnBudget): fetching, completing and the
+		// leader's maintenance in the pool, and River's LISTEN, which River takes from the pool and
+		// hijacks (it then no longer counts there, and the pool may open another): one less in the pool.
+		pcfg.MaxConns = int32(db.Conns.Queue - 1)
+		if pcfg.MinConns > pcfg.MaxConns {
+			pcfg.MinConns = pcfg.MaxConns
 		}
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {

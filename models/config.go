@@ -42,6 +42,8 @@ type Config struct {
 
 	// MaxSubscriptionsPerIdentity bounds the subscriptions one identity holds open at once on one replica.
 	MaxSubscriptionsPerIdentity int
+	// DBMaxConns bounds the PostgreSQL connections of this replica (ConnBudget).
+	DBMaxConns int
 }
 
 // ConfigVar describes one configuration variable: its environment name, flag, default and meaning.
@@ -78,6 +80,15 @@ var ConfigVars = []ConfigVar{
 	{"SERVICE_UPLOAD_RATE", "upload-rate", "120", "uploads per hour per owner", func(c *Config, v string) error { return positiveInt(&c.UploadRate, v) }},
 	{"SERVICE_MAX_SUBSCRIPTIONS_PER_IDENTITY", "max-subscriptions-per-identity", "100", "subscriptions (GraphQL job and video progress, the console's live job list) one identity may hold open at once on one replica", func(c *Config, v string) error {
 		return positiveInt(&c.MaxSubscriptionsPerIdentity, v)
+	}},
+	{"SERVICE_DB_MAX_CONNS", "db-max-conns", "30", "PostgreSQL connections this replica opens at most, split between requests, background work, the queue and 3 notification connections (pool_max_conns in DATABASE_URL overrides it); N replicas need N times it", func(c *Config, v string) error {
+		if err := positiveInt(&c.DBMaxConns, v); err != nil {
+			return err
+		}
+		if c.DBMaxConns < MinMaxConns {
+			return fmt.Errorf("must be at least %d (3 for notifications, the queue, background work and requests)", MinMaxConns)
+		}
+		return nil
 	}},
 	{"SERVICE_WORKERS", "workers", "50", "jobs this replica works on at once (generations wait on upstreams: raise it for slow upstreams, lower it to leave CPU to requests)", func(c *Config, v string) error { return positiveInt(&c.Workers, v) }},
 	{"SERVICE_S3_ENDPOINT", "s3-endpoint", "", "S3-compatible endpoint; enables the S3 media store and direct uploads", str(func(c *Config) *string { return &c.S3Endpoint })},

@@ -39,24 +39,30 @@ type DB struct {
 	Work    *sql.DB // on PostgreSQL, the pool of background work (WorkContext); on SQLite, SQL itself
 	Dialect Dialect
 	URL     string
+	// Conns is how the replica's PostgreSQL connections are split (zero on SQLite).
+	Conns ConnBudget
 }
 
-// Connections of each PostgreSQL pool of a replica (README, "Connections"): requests never wait for a
-// connection that queue workers hold, however busy the queue is. Background work gets few on purpose:
-// its statements are short and it is never in a hurry, and the pool is what bounds how many of them run
-// at once. Workers whose upstreams answered together queue here instead of all running their
-// statements at once and taking the cores (the database's too) from the requests being served: with 20,
-// bench/load -submit-only had a p99 of 42–47 ms; with 4, 32–36 ms, and the same jobs per second.
-const (
-	requestConns = 40
-	workConns    = 4
-)
+// Each PostgreSQL pool of a replica has its share of the replica's budget (ConnBudget, README
+// "Connections"): requests never wait for a connection that queue workers hold, however busy the queue
+// is. Background work gets few on purpose: its statements are short and it is never in a hurry, and the
+// pool is what bounds how many of them run at once. Workers whose upstreams answered together queue
+// there instead of all running their statements at once and taking the cores (the database's too) from
+// the requests being served: with 20, bench/load -submit-only had a p99 of 42–47 ms; with 4, 32–36 ms,
+// and the same jobs per second.
 
 // sqlitePragmas are the settings that hold under concurrency (dependencies.md).
 const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
-// OpenDB opens DATABASE_URL, checks that it answers, and returns the DB.
+// OpenDB opens DATABASE_URL with the default connection budget (OpenDBConns).
 func OpenDB(ctx context.Context, rawURL string) (*DB, error) {
+	return OpenDBConns(ctx, rawURL, DefaultMaxConns)
+}
+
+// OpenDBConns opens DATABASE_URL, checks that it answers, and returns the DB. On PostgreSQL the
+// replica's connections are bounded by maxConns (SERVICE_DB_MAX_CONNS), or by pool_max_conns when the
+// URL carries it; the URL's other pgxpool settings are accepted and apply to each pool.
+func OpenDBConns(ctx context.Context, rawURL string, maxConns int) (*DB, error) {
 	dialect, dsn, err := ParseDatabaseURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -92,9 +98,15 @@ func OpenDB(ctx context.Context, rawURL string) (*DB, error) {
 			return nil, fmt.Errorf("database: sqlite %s: %w", dsn, err)
 		}
 	case Postgres:
-		cfg, err := pgx.ParseConfig(dsn)
+		cfg, fromURL, err := PostgresConfig(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("database: postgres: %w", err)
+			return nil, err
+		}
+		if fromURL > 0 {
+			maxConns = fromURL
+		}
+		if db.Conns, err = SplitConns(maxConns); err != nil {
+			return nil, err
 		}
 		open := func(conns int) *sql.DB {
 			d := stdlib.OpenDB(*cfg, stdlib.OptionAfterConnect(unwrapPQArrays))
@@ -103,7 +115,7 @@ func OpenDB(ctx context.Context, rawURL string) (*DB, error) {
 			d.SetConnMaxIdleTime(5 * time.Minute)
 			return d
 		}
-		db.SQL, db.Work = open(requestConns), open(workConns)
+		db.SQL, db.Work = open(db.Conns.Requests), open(db.Conns.Work)
 		db.DB, err = gorm.Open(postgres.New(postgres.Config{Conn: &pools{requests: db.SQL, work: db.Work}}), gcfg)
 		if err != nil {
 			db.Close()

@@ -437,7 +437,11 @@ func (c *identityCache) listen() {
 func (c *identityCache) listenOnce() error {
 	ctx := context.Background()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, err := pgx.Connect(cctx, c.app.DB.URL)
+	cfg, _, err := PostgresConfig(c.app.DB.URL)
+	var conn *pgx.Conn
+	if err == nil {
+		conn, err = pgx.ConnectConfig(cctx, cfg)
+	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("identity: connect listener: %w", err)

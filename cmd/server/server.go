@@ -45,7 +45,7 @@ type Options struct {
 
 // Open opens and migrates the database (core and queue) and builds the service, without starting workers.
 func Open(ctx context.Context, cfg models.Config, opts Options) (*Service, error) {
-	db, err := models.OpenDB(ctx, cfg.DatabaseURL)
+	db, err := models.OpenDBConns(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
 		return nil, err
 	}

@@ -681,7 +681,7 @@ func (b *Broker) sendNotifications(ctx context.Context, conn *pgx.Conn, payloads
 
 // connect opens a dedicated PostgreSQL connection (outside GORM's pool) named for pg_stat_activity.
 func (b *Broker) connect(ctx context.Context, name string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(b.db.URL)
+	cfg, _, err := models.PostgresConfig(b.db.URL)
 	if err != nil {
 		return nil, err
 	}
