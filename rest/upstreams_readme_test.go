@@ -28,7 +28,9 @@ func TestReadmeUpstreamsExampleConnectsAnOpenAICompatibleProvider(t *testing.T) 
 	t.Cleanup(fake.Close)
 	fake.SetVideoPolls(1)
 	example := strings.ReplaceAll(m[1], "https://api.openai.com/v1", fake.URL)
+	example = strings.ReplaceAll(example, "https://gateway.example.com/v1", fake.URL)
 	t.Setenv("OPENAI_API_KEY", "sk-readme-example")
+	t.Setenv("GATEWAY_API_KEY", "sk-readme-gateway")
 	cfgs, err := upstream.Parse("README.md", []byte(example))
 	if err != nil {
 		t.Fatalf("README example: %v", err)
@@ -54,7 +56,7 @@ func TestReadmeUpstreamsExampleConnectsAnOpenAICompatibleProvider(t *testing.T) 
 	if r := e.waitVideo(key, id, "done", "failed"); r.str("status") != "done" {
 		t.Fatalf("video task: %s", r.Body)
 	}
-	if v := fake.LastRequest("/v1/videos"); v.Model != "sora-2" {
-		t.Errorf("video request model = %q, want sora-2", v.Model)
+	if v := fake.LastRequest("/v1/videos"); v.Model != "doubao-seedance-1-0-pro" || v.Header.Get("Authorization") != "Bearer sk-readme-gateway" {
+		t.Errorf("video request: model %q, Authorization %q", v.Model, v.Header.Get("Authorization"))
 	}
 }
