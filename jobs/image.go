@@ -179,7 +179,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		if errors.Is(ctx.Err(), context.Canceled) || (ctx.Err() != nil && app.Now().Before(j.Deadline)) {
 			// This process is stopping, or this run used its budget while the job still has time:
 			// leave the job pending for the queue to run again.
-			return fmt.Errorf("jobs: image job %s interrupted: %w", j.ID, ctx.Err())
+			return handBack("image job", j.ID, ctx.Err())
 		}
 		return s.failGeneration(ctx, j, err)
 	}

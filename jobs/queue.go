@@ -84,6 +84,7 @@ type Queue struct {
 	insertMany func(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) error
 	start      func(ctx context.Context) error
 	stop       func(ctx context.Context) error
+	cancel     func(ctx context.Context) error // StopAndCancel
 	pool       *pgxpool.Pool
 }
 
@@ -124,7 +125,7 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			_, err := client.InsertManyFastTx(ctx, tx, params)
 			return err
 		}
-		q.start, q.stop = client.Start, client.Stop
+		q.start, q.stop, q.cancel = client.Start, client.Stop, client.StopAndCancel
 	default:
 		pcfg, err := pgxpool.ParseConfig(db.URL)
 		if err != nil {
@@ -157,7 +158,7 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			_, err := inserter.InsertManyFastTx(ctx, tx, params)
 			return err
 		}
-		q.start, q.stop = client.Start, client.Stop
+		q.start, q.stop, q.cancel = client.Start, client.Stop, client.StopAndCancel
 	}
 	return q, nil
 }
@@ -253,6 +254,13 @@ func (q *Queue) Start(ctx context.Context) error { return q.start(ctx) }
 // Stop stops fetching new work and waits for running work to finish (or ctx to end).
 func (q *Queue) Stop(ctx context.Context) error {
 	err := q.stop(ctx)
+	if err != nil {
+		// The grace is over: cancel what still runs; each run hands its job back (handBack) and River
+		// records that before it returns.
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = q.cancel(cctx)
+		cancel()
+	}
 	if q.pool != nil {
 		q.pool.Close()
 	}

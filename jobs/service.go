@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -64,7 +65,20 @@ type Service struct {
 	callbacks *http.Client // safe client for callbacks: no redirects followed
 	opts      Options
 	started   bool
+	draining  atomic.Bool
+	stopping  atomic.Bool
 	stores    chan struct{} // bounds the generated results being written to the media store at once
+}
+
+// handBackDelay is how soon a job handed back by a stopping replica (handBack) may run again elsewhere.
+const handBackDelay = time.Second
+
+// handBack ends a run that was interrupted (this replica is stopping, or the run used its time budget
+// while the job still has time) without failing the job: River snoozes it, which counts no attempt, and
+// another replica (or this one after a restart) takes it up after handBackDelay.
+func handBack(what, id string, cause error) error {
+	slog.Info("handing work back to the queue", "work", what, "id", id, "cause", cause)
+	return river.JobSnooze(handBackDelay)
 }
 
 // storeConcurrency is how many workers write a generated result to the media store at once, unless the
@@ -295,10 +309,11 @@ func (s *Service) FollowVideo(ctx context.Context, id *models.Identity, taskID s
 	return s.Events.FollowVideo(ctx, id, taskID)
 }
 
-// Start starts the workers of this process.
+// Start starts the workers of this process. They run until Stop: the end of ctx (a signal, say) does not
+// cancel the jobs being worked on, so that Stop can let them finish.
 func (s *Service) Start(ctx context.Context) error {
 	// Every job's context derives from this one: the workers' statements use the work pool.
-	if err := s.queue.Start(models.WorkContext(ctx)); err != nil {
+	if err := s.queue.Start(models.WorkContext(context.WithoutCancel(ctx))); err != nil {
 		return fmt.Errorf("jobs: start queue: %w", err)
 	}
 	s.started = true
@@ -308,12 +323,24 @@ func (s *Service) Start(ctx context.Context) error {
 // Running reports whether this process's workers run.
 func (s *Service) Running() bool { return s.started }
 
-// Stop stops taking new work and waits for running work (bounded by ctx); unfinished jobs stay queued
-// and are rescued by another process or after a restart.
+// Drain marks this replica as stopping: /api/ready answers 503 from now on, so that a balancer sends it
+// no new requests while it finishes the ones it has (cmd/studio serve, on SIGTERM).
+func (s *Service) Drain() { s.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (s *Service) Draining() bool { return s.draining.Load() }
+
+// Stop stops taking new work and lets the running work finish until ctx ends (the shutdown grace);
+// then it cancels what still runs, and each such run hands its job back to the queue without failing
+// it (handBack), for another replica to take up: a job following a provider's task resumes polling the
+// same task; only a synchronous provider call cut off here is made again.
 func (s *Service) Stop(ctx context.Context) error {
+	if !s.stopping.CompareAndSwap(false, true) {
+		return nil // stopped already (serve stops the workers first, then the whole service)
+	}
 	err := s.queue.Stop(ctx)
 	s.started = false
-	_ = s.Engine.Flush(ctx)
+	_ = s.Engine.Flush(context.WithoutCancel(ctx))
 	return err
 }
 

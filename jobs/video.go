@@ -214,7 +214,7 @@ func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress 
 // the step again.
 func (s *Service) videoRunFailed(ctx context.Context, t *models.VideoTask, deadline time.Time, err error) error {
 	if errors.Is(ctx.Err(), context.Canceled) || (ctx.Err() != nil && s.App.Now().Before(deadline)) {
-		return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())
+		return handBack("video task", t.ID, ctx.Err())
 	}
 	var msg string
 	switch {
@@ -283,7 +283,7 @@ func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstre
 	body, err := openOutput(ctx, u, st)
 	if err != nil {
 		if ctx.Err() != nil && s.App.Now().Before(deadline) {
-			return fmt.Errorf("jobs: video task %s interrupted: %w", t.ID, ctx.Err())
+			return handBack("video task", t.ID, ctx.Err())
 		}
 		slog.Warn("video: downloading the result failed; polling again", "task_id", t.ID, "upstream", t.Upstream, "err", err)
 		return s.progressed(ctx, t, 0)

@@ -44,6 +44,8 @@ type Config struct {
 	MaxSubscriptionsPerIdentity int
 	// DBMaxConns bounds the PostgreSQL connections of this replica (ConnBudget).
 	DBMaxConns int
+	// DrainWindow and ShutdownGrace shape a stop on SIGTERM (cmd/studio serve).
+	DrainWindow, ShutdownGrace time.Duration
 }
 
 // ConfigVar describes one configuration variable: its environment name, flag, default and meaning.
@@ -107,6 +109,22 @@ var ConfigVars = []ConfigVar{
 		return err
 	}},
 	{"SERVICE_METRICS_ADDR", "metrics-addr", "", "separate listen address for /metrics (unset: /metrics on the main address, administrator key required)", str(func(c *Config) *string { return &c.MetricsAddr })},
+	{"SERVICE_DRAIN_WINDOW", "drain-window", "5s", "on SIGTERM, how long the replica keeps accepting requests while /api/ready answers 503, so that a balancer stops sending before the listener closes", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err == nil && d < 0 {
+			err = fmt.Errorf("must not be negative")
+		}
+		c.DrainWindow = d
+		return err
+	}},
+	{"SERVICE_SHUTDOWN_GRACE", "shutdown-grace", "25s", "on SIGTERM, how long running jobs may take to finish before the rest is handed back to the queue for another replica", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err == nil && d < 0 {
+			err = fmt.Errorf("must not be negative")
+		}
+		c.ShutdownGrace = d
+		return err
+	}},
 	{"SERVICE_JOB_DEADLINE", "job-deadline", "10m", "deadline of one generation job", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err == nil && d <= 0 {

@@ -20,7 +20,8 @@ func (s *Server) adminOnly(h http.Handler) http.HandlerFunc {
 	})
 }
 
-// ready answers readiness: the database answers and this process's workers run.
+// ready answers readiness: the database answers and this process's workers run, and it is not stopping
+// (from SIGTERM on it answers 503 at once while it finishes its requests: jobs.Service.Drain).
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -32,8 +33,14 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	if !s.svc.Running() {
 		body["ok"], body["workers"], status = false, "stopped", http.StatusServiceUnavailable
 	}
+	if s.svc.Draining() {
+		body["ok"], body["workers"], status = false, "draining", http.StatusServiceUnavailable
+	}
 	if status != http.StatusOK {
 		body["error"], body["code"] = "not ready", models.KindUnavailable.String()
+		if s.svc.Draining() {
+			body["error"] = "not ready: this replica is shutting down; send requests to another replica"
+		}
 	}
 	writeJSON(w, status, body)
 	return nil

@@ -161,8 +161,10 @@ func (s *Service) MetricsHandler() http.Handler {
 	return httpmw.MetricsHandler(jobs.NewCollector(s.Jobs))
 }
 
-// Start starts the background workers and the delivery of job events.
+// Start starts the background workers and the delivery of job events. They run until Stop, whatever
+// becomes of ctx (a signal ends serve's context, and Stop then lets running work finish).
 func (s *Service) Start(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
 	if err := s.Events.Start(ctx); err != nil {
 		return err
 	}

@@ -98,19 +98,40 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 		return err
 	case <-ctx.Done():
 	}
-	slog.Info("shutting down: draining requests")
+	shutdown(srv, svc, cfg)
+	return nil
+}
+
+// shutdown stops a replica without losing a request or running work twice: /api/ready answers 503 at
+// once, so that a balancer stops sending; the workers stop taking jobs and finish the ones they run
+// within SERVICE_SHUTDOWN_GRACE (what is left after it is handed back to the queue, for another replica
+// to take up); the listener stays open for SERVICE_DRAIN_WINDOW, then closes and the requests and
+// streams in flight finish (30 s at most); last the event delivery stops and counters are written.
+func shutdown(srv *http.Server, svc *server.Service, cfg models.Config) {
+	svc.Jobs.Drain()
+	slog.Info("shutting down: /api/ready answers 503; finishing requests and running jobs",
+		"drain_window", cfg.DrainWindow.String(), "shutdown_grace", cfg.ShutdownGrace.String())
+	workers := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+		defer cancel()
+		workers <- svc.Jobs.Stop(ctx)
+	}()
+	time.Sleep(cfg.DrainWindow)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		slog.Warn("shutdown", "err", err)
 	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancelStop()
-	if err := svc.Stop(stopCtx); err != nil {
+	if err := <-workers; err != nil {
 		slog.Warn("stopping workers", "err", err)
 	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelStop()
+	if err := svc.Stop(stopCtx); err != nil {
+		slog.Warn("stopping", "err", err)
+	}
 	slog.Info("stopped")
-	return nil
 }
 
 // addressesText lists where a person starts: the console, the GraphQL endpoint, the OpenAPI document
