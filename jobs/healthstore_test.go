@@ -60,3 +60,48 @@ func TestAlikeAttemptsShareARowAndAreCountedOnce(t *testing.T) {
 		t.Errorf("a restarted engine counts %d attempts, want %d", got, calls)
 	}
 }
+
+// TestIdleReplicasSeeUpstreamChangesWithinASecond: two engines on one database (two replicas); one
+// disables an upstream and enables it again while the other routes nothing: the idle one's list shows
+// each change within a second.
+func TestIdleReplicasSeeUpstreamChangesWithinASecond(t *testing.T) {
+	db := modelstest.NewDB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg, err := upstream.NewRegistry([]upstream.Config{{Name: "img-a", Provider: "p", Media: upstream.MediaImage, Family: "gen2",
+		Protocol: upstream.ProtocolBuiltin, SoftTimeout: 10 * time.Second, Rating: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := routing.NewEngine(reg, routing.Options{Store: jobs.NewHealthStore(db), RefreshInterval: time.Hour})
+	idle := routing.NewEngine(reg, routing.Options{Store: jobs.NewHealthStore(db), RefreshInterval: time.Hour})
+	go idle.Follow(ctx, jobs.StateFollow)
+	state := func() string {
+		for _, s := range idle.List() {
+			if s.Name == "img-a" {
+				return s.State
+			}
+		}
+		return ""
+	}
+	initial := state()
+	within := func(what string, cond func() bool) {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > time.Second {
+				t.Fatalf("the idle replica did not see %s within a second (state %q)", what, state())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("%s seen after %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	if err := busy.Disable(ctx, "img-a", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	within("the disable", func() bool { return state() != initial })
+	if err := busy.Enable(ctx, "img-a"); err != nil {
+		t.Fatal(err)
+	}
+	within("the enable", func() bool { return state() == initial })
+}

@@ -66,9 +66,15 @@ type Service struct {
 	opts      Options
 	started   bool
 	draining  atomic.Bool
-	stopping  atomic.Bool
-	stores    chan struct{} // bounds the generated results being written to the media store at once
+	// stopFollow ends the engine's following of upstream states (Engine.Follow).
+	stopFollow context.CancelFunc
+	stopping   atomic.Bool
+	stores     chan struct{} // bounds the generated results being written to the media store at once
 }
+
+// StateFollow is how often an idle replica reloads the upstreams' states, so that a removal, a probe's
+// restoration or an administrator's change reaches every replica within a second.
+const StateFollow = 500 * time.Millisecond
 
 // handBackDelay is how soon a job handed back by a stopping replica (handBack) may run again elsewhere.
 const handBackDelay = time.Second
@@ -313,6 +319,9 @@ func (s *Service) FollowVideo(ctx context.Context, id *models.Identity, taskID s
 // cancel the jobs being worked on, so that Stop can let them finish.
 func (s *Service) Start(ctx context.Context) error {
 	// Every job's context derives from this one: the workers' statements use the work pool.
+	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopFollow = stopFollow
+	go s.Engine.Follow(models.WorkContext(follow), StateFollow)
 	if err := s.queue.Start(models.WorkContext(context.WithoutCancel(ctx))); err != nil {
 		return fmt.Errorf("jobs: start queue: %w", err)
 	}
@@ -339,6 +348,9 @@ func (s *Service) Stop(ctx context.Context) error {
 		return nil // stopped already (serve stops the workers first, then the whole service)
 	}
 	err := s.queue.Stop(ctx)
+	if s.stopFollow != nil {
+		s.stopFollow()
+	}
 	s.started = false
 	_ = s.Engine.Flush(context.WithoutCancel(ctx))
 	return err

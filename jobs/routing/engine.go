@@ -961,6 +961,17 @@ func (e *Engine) Refresh(ctx context.Context) error {
 		en.stats.Store(&s)
 		en.mu.Unlock()
 	}
+	e.applyStates(states)
+	if full {
+		e.lastFull = now
+	}
+	e.lastSince = now
+	e.lastRefresh.Store(now.UnixNano())
+	return nil
+}
+
+// applyStates makes the stored states (disabled, removed) the ones routing and List use.
+func (e *Engine) applyStates(states []State) {
 	known := map[string]bool{}
 	for _, s := range states {
 		st := s
@@ -979,12 +990,33 @@ func (e *Engine) Refresh(ctx context.Context) error {
 		}
 	}
 	e.mu.RUnlock()
-	if full {
-		e.lastFull = now
+}
+
+// Follow keeps an engine current while it does not route (an idle replica): every `every` it reloads
+// the upstreams' states (a removal, a probe's restoration, an administrator's disable on another
+// replica), and the health scores once they are RefreshInterval old, until ctx ends. Routing refreshes
+// on its own as well; Follow only bounds how stale an idle replica's view (upstream-list) can be.
+func (e *Engine) Follow(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, every+time.Second)
+		states, err := e.store.States(sctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("routing: unable to reload upstream states", "err", err)
+			}
+			continue
+		}
+		e.applyStates(states)
+		e.maybeRefresh()
 	}
-	e.lastSince = now
-	e.lastRefresh.Store(now.UnixNano())
-	return nil
 }
 
 // attemptID identifies an attempt across the local cache and the store.
