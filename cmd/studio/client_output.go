@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"image"
+	"image/color"
+	"image/draw"
 	"image/gif"
 	"image/jpeg"
 	"image/png"
@@ -96,7 +98,7 @@ func saveOutput(tmp, path string) error {
 	var buf bytes.Buffer
 	switch want {
 	case "png":
-		err = png.Encode(&buf, img)
+		err = png.Encode(&buf, eightBit(img))
 	case "jpeg":
 		err = jpeg.Encode(&buf, img, &jpeg.Options{Quality: 92})
 	case "gif":
@@ -109,4 +111,20 @@ func saveOutput(tmp, path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// eightBit returns img in a colour model the PNG encoder writes with 8-bit samples: gray, paletted,
+// RGBA and NRGBA images as they are; any other (a JPEG's YCbCr or CMYK), which the encoder would write
+// with 16-bit samples at twice the size, drawn onto an 8-bit NRGBA image.
+func eightBit(img image.Image) image.Image {
+	switch img.ColorModel() {
+	case color.GrayModel, color.RGBAModel, color.NRGBAModel, color.AlphaModel:
+		return img
+	}
+	if _, ok := img.ColorModel().(color.Palette); ok {
+		return img
+	}
+	out := image.NewNRGBA(img.Bounds())
+	draw.Draw(out, out.Bounds(), img, img.Bounds().Min, draw.Src)
+	return out
 }
