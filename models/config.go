@@ -44,6 +44,8 @@ type Config struct {
 	MaxSubscriptionsPerIdentity int
 	// DBMaxConns bounds the PostgreSQL connections of this replica (ConnBudget).
 	DBMaxConns int
+	// MediaShared says the local media directory is shared by every replica.
+	MediaShared bool
 	// DrainWindow and ShutdownGrace shape a stop on SIGTERM (cmd/studio serve).
 	DrainWindow, ShutdownGrace time.Duration
 }
@@ -93,6 +95,11 @@ var ConfigVars = []ConfigVar{
 		return nil
 	}},
 	{"SERVICE_WORKERS", "workers", "50", "jobs this replica works on at once (generations wait on upstreams: raise it for slow upstreams, lower it to leave CPU to requests)", func(c *Config, v string) error { return positiveInt(&c.Workers, v) }},
+	{"SERVICE_MEDIA_SHARED", "media-shared", "false", "SERVICE_DATA_DIR is one directory shared by every replica (a network file system): lets replicas with local media run together", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.MediaShared = b
+		return err
+	}},
 	{"SERVICE_S3_ENDPOINT", "s3-endpoint", "", "S3-compatible endpoint; enables the S3 media store and direct uploads", str(func(c *Config) *string { return &c.S3Endpoint })},
 	{"SERVICE_S3_BUCKET", "s3-bucket", "", "S3 bucket", str(func(c *Config) *string { return &c.S3Bucket })},
 	{"SERVICE_S3_REGION", "s3-region", "", "S3 region", str(func(c *Config) *string { return &c.S3Region })},

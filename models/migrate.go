@@ -24,6 +24,7 @@ var Migrations = []Migration{
 	{4, "an upstream attempt row counts alike calls and names the process that made them", func(tx *gorm.DB) error { return tx.AutoMigrate(&UpstreamAttempt{}) }},
 	{5, "login tokens carry a version that ends them; e-mailed codes count wrong attempts; logins of claimed accounts end", endClaimedLogins},
 	{6, "submissions to upstream task protocols are recorded before they leave", migrateUpstreamTasks},
+	{7, "replicas announce themselves (a replica with local media refuses to join others)", func(tx *gorm.DB) error { return tx.AutoMigrate(&Replica{}) }},
 }
 
 // endClaimedLogins adds users.token_version and email_codes.attempts, then ends every login of each

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -32,6 +33,7 @@ type Service struct {
 	Media     media.Store
 	Upstreams *upstream.Registry
 	handler   http.Handler
+	leave     func() // leaves the replicas (models.JoinReplicas)
 }
 
 // Options are the parts of the service that come from the command tree or from tests.
@@ -161,10 +163,22 @@ func (s *Service) MetricsHandler() http.Handler {
 	return httpmw.MetricsHandler(jobs.NewCollector(s.Jobs))
 }
 
-// Start starts the background workers and the delivery of job events. They run until Stop, whatever
-// becomes of ctx (a signal ends serve's context, and Stop then lets running work finish).
+// Start announces the replica (refusing to join others when media are on a local disk: models
+// JoinReplicas) and starts the background workers and the delivery of job events. They run until
+// Stop, whatever becomes of ctx (a signal ends serve's context, and Stop then lets running work finish).
 func (s *Service) Start(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
+	kind := "s3"
+	if _, local := s.Media.(*media.Local); local {
+		kind = "local"
+	}
+	host, _ := os.Hostname()
+	dir, _ := filepath.Abs(s.App.Config.DataDir)
+	leave, err := s.App.JoinReplicas(ctx, models.ReplicaID(host, dir), kind, s.App.Config.MediaShared)
+	if err != nil {
+		return err
+	}
+	s.leave = leave
 	if err := s.Events.Start(ctx); err != nil {
 		return err
 	}
@@ -174,6 +188,10 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop stops the workers, letting running work finish or be rescued later, and writes batched counters.
 func (s *Service) Stop(ctx context.Context) error {
 	err := s.Jobs.Stop(ctx)
+	if s.leave != nil {
+		s.leave()
+		s.leave = nil
+	}
 	s.Events.Stop()
 	if ferr := s.App.FlushUsage(ctx); ferr != nil && err == nil {
 		err = ferr

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -133,4 +135,48 @@ func TestSIGTERMHandsBackWhatOutlastsTheGrace(t *testing.T) {
 	if j["status"] != "done" {
 		t.Fatalf("the handed-back job = %v, want done on the next replica", j)
 	}
+}
+
+// TestLocalMediaReplicasRefuseToRunTogether: with media on local disks, a second replica on the same
+// PostgreSQL database refuses to start, naming the settings; it starts when the directory is declared
+// shared, and on its own once the first has stopped. A replica restarted after SIGKILL on its own data
+// directory starts again at once.
+func TestLocalMediaReplicasRefuseToRunTogether(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	dbURL := modelstest.URLFor(t)
+	if !strings.HasPrefix(dbURL, "postgres") {
+		t.Skip("replicas share a PostgreSQL database: set TEST_DATABASE_URL")
+	}
+	adminKey := models.NewAPIKey()
+	env := func(dir string, extra ...string) []string {
+		return append([]string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_ADMIN_KEY=" + adminKey,
+			"SERVICE_DRAIN_WINDOW=0s"}, extra...)
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := startStudio(t, env(dirA), "serve")
+
+	refused := exec.Command(os.Args[0], "serve")
+	refused.Env = append(append(os.Environ(), "STUDIO_TEST_AS_MAIN=1", "SERVICE_ADDR="+freeAddr(t)), env(dirB)...)
+	out, err := refused.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "SERVICE_S3_ENDPOINT") || !strings.Contains(string(out), "SERVICE_MEDIA_SHARED") {
+		t.Fatalf("a second replica with local media: %v\n%s", err, tail(string(out), 2000))
+	}
+	shared := startStudio(t, env(dirB, "SERVICE_MEDIA_SHARED=true"), "serve")
+	_ = shared.cmd.Process.Signal(syscall.SIGTERM)
+	_ = shared.cmd.Wait()
+
+	// The same replica killed and restarted finds its own row, not a stranger's.
+	_ = a.cmd.Process.Kill()
+	_ = a.cmd.Wait()
+	a = startStudio(t, env(dirA), "serve")
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	// Alone now (the first left on SIGTERM): the other directory starts.
+	b := startStudio(t, env(dirB), "serve")
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	_ = b.cmd.Wait()
 }
