@@ -50,7 +50,12 @@ func freeAddr(t *testing.T) string {
 // startStudio runs `studio <args>` with env and waits until /api/health answers.
 func startStudio(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
+	return startStudioOn(t, freeAddr(t), env, args...)
+}
+
+// startStudioOn is startStudio on a given address (a replica restarted where it was).
+func startStudioOn(t *testing.T, addr string, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "STUDIO_TEST_AS_MAIN=1", "SERVICE_ADDR="+addr), env...)
 	p := &proc{cmd: cmd, base: "http://" + addr, log: &bytes.Buffer{}}
