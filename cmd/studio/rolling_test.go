@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	arkfake "studio/jobs/upstream/ark/fake"
 	"studio/jobs/upstream/fakeupstream"
 	"studio/models"
 	"studio/models/modelstest"
@@ -212,4 +213,66 @@ func unique(ids []string) []string {
 		}
 	}
 	return out
+}
+
+// TestKilledReplicaTaskResumedElsewhereSubmittedOnce runs two replicas on one PostgreSQL database with
+// an Ark (task) video upstream; while the task is being polled one replica dies by SIGKILL: the other
+// finishes the video within a minute, polling the same upstream task, which was submitted once.
+func TestKilledReplicaTaskResumedElsewhereSubmittedOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	dbURL := modelstest.URLFor(t)
+	if !strings.HasPrefix(dbURL, "postgres") {
+		t.Skip("replicas share a PostgreSQL database: set TEST_DATABASE_URL")
+	}
+	f := arkfake.New()
+	defer f.Close()
+	f.SetPolls(1, 1000) // runs until told to finish
+	dir := t.TempDir()
+	ups := filepath.Join(dir, "upstreams.yaml")
+	yaml := fmt.Sprintf(`upstreams:
+  - {name: seedance-a, provider: volcengine, media: video, protocol: ark, base_url: %s, api_key: %s, model: doubao-seedance-1-5-pro-251215, tiers: [%s], soft_timeout: 30s}
+`, f.URL, arkfake.Key, "vidA-2-0-fast-260801")
+	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminKey := models.NewAPIKey()
+	env := []string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups, "SERVICE_ADMIN_KEY=" + adminKey,
+		"SERVICE_ALLOW_PRIVATE_URLS=true"}
+	a := startStudio(t, env, "serve")
+	b := startStudio(t, env, "serve")
+	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 1000})
+	key := created["api_key"].(string)
+	status, v := a.call(t, "POST", "/api/videos", key, map[string]any{"prompt": "waves", "model": "vidA-2-0-fast-260801", "duration": 5})
+	if status != 200 {
+		t.Fatalf("video: %d %v", status, v)
+	}
+	id := v["id"].(string)
+	polls := func() int { return len(f.Requests(http.MethodGet, "/contents/generations/tasks/cgt-")) }
+	for deadline := time.Now().Add(30 * time.Second); polls() < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the task was never polled")
+		}
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	killed := time.Now()
+	f.SetPolls(1, 0)
+	var task map[string]any
+	for time.Since(killed) < 60*time.Second {
+		if _, task = b.call(t, "GET", "/api/videos?id="+id, key, nil); task["status"] == "done" || task["status"] == "failed" {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if task["status"] != "done" {
+		t.Fatalf("the video after the kill = %v, want done within a minute", task)
+	}
+	if n := len(f.Requests(http.MethodPost, "/contents/generations/tasks")); n != 1 {
+		t.Fatalf("%d submissions to the provider, want 1", n)
+	}
+	t.Logf("video done %v after the kill, submitted once", time.Since(killed).Round(100*time.Millisecond))
 }
