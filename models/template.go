@@ -30,6 +30,10 @@ const (
 // have their own.
 const SlugPattern = `^[a-z0-9][a-z0-9-]{1,63}$`
 
+// SlugInputPattern is SlugPattern for an HTML pattern attribute: anchored by the browser, and "-"
+// escaped in the class because browsers compile pattern with the v flag, where a bare "-" is invalid.
+const SlugInputPattern = `[a-z0-9][a-z0-9\-]{1,63}`
+
 var (
 	slugRE = regexp.MustCompile(SlugPattern)
 	keyRE  = regexp.MustCompile(contract.KeyPattern)

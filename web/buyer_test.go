@@ -112,7 +112,7 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 		t.Fatalf("sign-in page when signed in = %d to %q", p.Status, p.Location)
 	}
 	dev = b.get(res.Location)
-	if !strings.Contains(dev.Body, "Signed in as <strong>bo@example.com</strong>") {
+	if !strings.Contains(dev.Body, "已登录： <strong>bo@example.com</strong>") {
 		t.Fatalf("device page after sign-in: %s", excerpt(dev.Body))
 	}
 	// The same session opens the console, where the claimed template is offered to generate from.
@@ -120,7 +120,7 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 		t.Fatalf("buyer's template choice = %d: %s", p.Status, excerpt(p.Body))
 	}
 	approved := b.post("/device", url.Values{"csrf": {csrfRE.FindStringSubmatch(dev.Body)[1]}, "user_code": {userCode}, "action": {"approve"}})
-	if approved.Status != http.StatusOK || !strings.Contains(approved.Body, "Device approved") {
+	if approved.Status != http.StatusOK || !strings.Contains(approved.Body, "已授权设备登录") {
 		t.Fatalf("approve = %d: %s", approved.Status, excerpt(approved.Body))
 	}
 	status, tok := e.api("POST", "/api/auth/device/token", "", map[string]any{"device_code": start["device_code"],
@@ -139,7 +139,7 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 	page2 := other.get("/device?user_code=" + url.QueryEscape(start2["user_code"].(string)))
 	ok2 := other.post("/device", url.Values{"csrf": {csrfRE.FindStringSubmatch(page2.Body)[1]}, "user_code": {start2["user_code"].(string)},
 		"action": {"approve"}, "email": {"bo@example.com"}, "password": {"long enough"}})
-	if ok2.Status != http.StatusOK || !strings.Contains(ok2.Body, "Device approved") {
+	if ok2.Status != http.StatusOK || !strings.Contains(ok2.Body, "已授权设备登录") {
 		t.Fatalf("approve with e-mail and password = %d: %s", ok2.Status, excerpt(ok2.Body))
 	}
 }
@@ -240,7 +240,7 @@ func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
 	}
 	dev := b.get(res.Location)
 	approved := b.post("/device", url.Values{"csrf": {csrfRE.FindStringSubmatch(dev.Body)[1]}, "user_code": {userCode}, "action": {"approve"}})
-	if approved.Status != http.StatusOK || !strings.Contains(approved.Body, "Device approved") {
+	if approved.Status != http.StatusOK || !strings.Contains(approved.Body, "已授权设备登录") {
 		t.Fatalf("approve = %d: %s", approved.Status, excerpt(approved.Body))
 	}
 	if _, err := e.app.Authenticate(context.Background(), "dee@example.com", "a fine password", "192.0.2.9"); err != nil {

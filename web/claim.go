@@ -43,13 +43,16 @@ type claimView struct {
 	LoginURL  string
 	// LoginToken is the redemption's login token, carried by the password form (State "password").
 	LoginToken string
+	// SignIn and Buyer are the languages this browser gets on the sign-in page and on the buyer's own
+	// pages (console, device approval): the steps quote the labels those pages show.
+	SignIn, Buyer lang
 }
 
 // claimPage shows the benefit list and the redeem form of a code, or why it cannot be redeemed.
 func (c *Console) claimPage(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	code := mux.Vars(r)["code"]
-	p := c.claimView(code)
+	p := c.claimView(r, code)
 	status := c.loadClaim(r, &p)
 	c.render(w, r, status, claimPage(p))
 }
@@ -58,7 +61,7 @@ func (c *Console) claimPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	code := mux.Vars(r)["code"]
-	p := c.claimView(code)
+	p := c.claimView(r, code)
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 	if err := r.ParseForm(); err != nil {
 		p.State, p.Error = "unknown", "无法读取表单，请刷新页面后重试。"
@@ -96,7 +99,7 @@ func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 func (c *Console) claimPassword(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	w.Header().Set("Cache-Control", "no-store")
-	p := c.claimView(mux.Vars(r)["code"])
+	p := c.claimView(r, mux.Vars(r)["code"])
 	p.State = "password"
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 	if err := r.ParseForm(); err != nil {
@@ -142,10 +145,11 @@ func (c *Console) claimPasswordError(r *http.Request, err error) (int, string) {
 }
 
 // claimView returns an empty claim page for a code.
-func (c *Console) claimView(code string) claimView {
+func (c *Console) claimView(r *http.Request, code string) claimView {
 	ch := c.chrome(nil, "领取权益", "")
-	ch.Lang, ch.Home = "zh-CN", "/claim/"+code
+	ch.Lang, ch.L, ch.Home = string(langZH), langZH, "/claim/"+code
 	return claimView{Chrome: ch, Code: code, FormToken: c.claimToken(code, c.svc.Now()),
+		SignIn: pageLang(r, false), Buyer: pageLang(r, true),
 		LoginURL: strings.TrimRight(c.svc.Config.BaseURL, "/") + "/login"}
 }
 
@@ -208,4 +212,13 @@ func (c *Console) checkClaimToken(code, token string) bool {
 	}
 	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "claim-form", []byte(code+"|"+exp)))
 	return models.EqualHash(sig, want)
+}
+
+// label quotes a label of another page as that page shows it in l: “登录” in Chinese, and in English
+// the English label followed by its meaning, “Sign in”（登录）.
+func label(l lang, en string) string {
+	if l == langZH {
+		return "“" + langZH.T(en) + "”"
+	}
+	return "“" + en + "”（" + langZH.T(en) + "）"
 }

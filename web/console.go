@@ -45,6 +45,7 @@ func NewConsole(svc *jobs.Service, opts ConsoleOptions) *Console {
 // Register adds the console's routes to r.
 func (c *Console) Register(r *mux.Router) {
 	r.PathPrefix("/static/").Handler(staticHandler())
+	r.Handle("/favicon.ico", faviconHandler()).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/", c.root).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/login", c.signInPage).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/login", c.signIn).Methods(http.MethodPost)
@@ -99,6 +100,7 @@ type visit struct {
 	csrf    string
 	label   string
 	section string // "/console" or "/admin": where links of shared pages (templates) point
+	lang    lang   // the pages' language: a personal account's follow Accept-Language (pageLang)
 }
 
 // pageFunc is the shape of a signed-in page handler: it returns an error instead of writing one.
@@ -124,7 +126,10 @@ func (c *Console) page(need models.Capability, h pageFunc) http.HandlerFunc {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
-		v := &visit{id: &sess.Identity, csrf: sess.CSRF, label: sess.Label, section: consolePrefix}
+		v := &visit{id: &sess.Identity, csrf: sess.CSRF, label: sess.Label, section: consolePrefix, lang: langEN}
+		if v.id.Kind == models.IdentityUser {
+			v.lang = pageLang(r, true)
+		}
 		if strings.HasPrefix(r.URL.Path, adminPrefix) {
 			v.section = adminPrefix
 		}
@@ -277,7 +282,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 // fail renders the error page of a core error with its status.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, v *visit, err error) {
 	status, msg := pageError(r, err)
-	c.render(w, r, status, errorPage(c.chrome(v, "Error", ""), status, msg))
+	ch := c.chrome(v, "Error", "")
+	if status >= 500 {
+		msg = ch.T(msg)
+	}
+	c.render(w, r, status, errorPage(ch, status, msg))
 }
 
 // pageError maps a core error to the status and sentence a page shows: the one place this happens for
@@ -345,13 +354,20 @@ var notices = map[string]string{
 	"claim-disabled":    "Claim code voided: it can no longer be redeemed.",
 }
 
-// notice returns the message a redirect asked for, or "".
-func notice(r *http.Request) string { return notices[r.URL.Query().Get("notice")] }
+// notice returns the message a redirect asked for in the page's language, or "".
+func notice(r *http.Request, v *visit) string {
+	n := notices[r.URL.Query().Get("notice")]
+	if n != "" && v != nil {
+		return v.lang.T(n)
+	}
+	return n
+}
 
 // chrome is what the layout needs: the title, the language, the navigation and who is signed in.
 type chrome struct {
 	Title   string
-	Lang    string // "en" for the console and sign-in; "zh-CN" for the buyer-facing claim pages
+	Lang    string // the lang attribute: "zh-CN" for the claim pages and, by Accept-Language, the buyer's pages
+	L       lang   // the language of the page's text
 	Nav     []navLink
 	Who     string // who is signed in; empty on public pages
 	CSRF    string // the session's token, for the sign-out form
@@ -369,14 +385,15 @@ type navLink struct {
 // chrome returns the layout data of a signed-in page (or of a public page when v is nil); current is
 // the path of the navigation entry to mark as the current page.
 func (c *Console) chrome(v *visit, title, current string) chrome {
-	ch := chrome{Title: title, Lang: "en", Home: "/login", Scripts: true}
+	ch := chrome{Title: title, Lang: string(langEN), L: langEN, Home: "/login", Scripts: true}
 	if v == nil {
 		return ch
 	}
+	ch.L, ch.Lang, ch.Title = v.lang, string(v.lang), v.lang.T(title)
 	ch.Who, ch.CSRF, ch.Home = v.label, v.csrf, consolePrefix
 	add := func(cap models.Capability, href, label string) {
 		if v.id.May(cap) {
-			ch.Nav = append(ch.Nav, navLink{Href: href, Label: label, Current: href == current})
+			ch.Nav = append(ch.Nav, navLink{Href: href, Label: ch.T(label), Current: href == current})
 		}
 	}
 	if v.id.Kind == models.IdentityAdmin {
@@ -395,5 +412,13 @@ func (c *Console) chrome(v *visit, title, current string) chrome {
 	add(models.CapManageMembers, consolePrefix+"/members", "Members")
 	add(models.CapClaimCodes, consolePrefix+"/claims", "Claim codes")
 	add(models.CapTenantSettings, consolePrefix+"/settings", "Settings")
+	return ch
+}
+
+// publicChrome returns the layout data of a public page in the language pageLang picks for r.
+func (c *Console) publicChrome(r *http.Request, title string, buyer bool) chrome {
+	ch := c.chrome(nil, title, "")
+	ch.L = pageLang(r, buyer)
+	ch.Lang, ch.Title = string(ch.L), ch.T(title)
 	return ch
 }

@@ -79,7 +79,7 @@ func (c *Console) tenantsPage(w http.ResponseWriter, r *http.Request, v *visit) 
 func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, v *visit, status int, p tenantsView) error {
 	p.Chrome = c.chrome(v, "Tenants", adminPrefix)
 	if p.Chrome.Notice == "" {
-		p.Chrome.Notice = notice(r)
+		p.Chrome.Notice = notice(r, v)
 	}
 	var err error
 	if p.Tenants, err = c.svc.Tenants(r.Context(), v.id); err != nil {
@@ -187,7 +187,7 @@ func (c *Console) upstreamsPage(w http.ResponseWriter, r *http.Request, v *visit
 		return err
 	}
 	p := upstreamsView{Chrome: c.chrome(v, "Upstreams", adminPrefix+"/upstreams"), Upstreams: out.Upstreams}
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	c.render(w, r, http.StatusOK, upstreamsPage(p))
 	return nil
 }
@@ -220,7 +220,7 @@ func (c *Console) adminClaimsPage(w http.ResponseWriter, r *http.Request, v *vis
 		return err
 	}
 	p := adminClaimsView{Chrome: c.chrome(v, "Claim codes", adminPrefix+"/claims"), Codes: codes}
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	c.render(w, r, http.StatusOK, adminClaimsPage(p))
 	return nil
 }
@@ -245,7 +245,7 @@ type invitationsView struct {
 // invitationsPage shows the form that creates invitation codes.
 func (c *Console) invitationsPage(w http.ResponseWriter, r *http.Request, v *visit) error {
 	p := invitationsView{Chrome: c.chrome(v, "Invitations", adminPrefix+"/invitations"), Count: "1"}
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	if f := c.takeFlash(w, r); f != nil {
 		p.Codes = f.Codes
 	}

@@ -25,7 +25,7 @@ type dashboardView struct {
 func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
 	p := dashboardView{Chrome: c.chrome(v, "Dashboard", consolePrefix), Kind: v.id.Kind}
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	var err error
 	if v.id.May(models.CapTenantReports) {
 		if p.Pool, err = c.svc.Pool(ctx, v.id); err != nil {

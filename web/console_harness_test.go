@@ -177,6 +177,7 @@ func (e *env) api(method, path, key string, body any) (int, map[string]any) {
 type browser struct {
 	e      *env
 	client *http.Client
+	extra  []string // headers sent with every request (name, value, ...)
 }
 
 // page is one answer of the console.
@@ -205,6 +206,7 @@ func (b *browser) do(method, path string, form url.Values, headers ...string) *p
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
+	headers = append(append([]string{}, b.extra...), headers...)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

@@ -54,7 +54,7 @@ const (
 // jobsPage lists the jobs of the signed-in identity (GET /api/jobs) and shows the form of ?make=.
 func (c *Console) jobsPage(w http.ResponseWriter, r *http.Request, v *visit) error {
 	p := c.jobsForm(r, v, r.URL.Query().Get("make"))
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	if err := c.pickTemplate(r, v, &p, r.URL.Query().Get("template")); err != nil {
 		status, msg := pageError(r, err)
 		p.Error = msg
@@ -376,6 +376,6 @@ func videoDuration(p jobsView) string {
 }
 
 // tierLabel describes a video tier in the tier choice: its name, durations and resolutions.
-func tierLabel(t contract.Tier) string {
-	return fmt.Sprintf("%s: %d to %d s, %s", t.Name, t.MinDuration, t.MaxDuration, strings.Join(t.Resolutions, " or "))
+func tierLabel(l lang, t contract.Tier) string {
+	return l.Tf("%s: %d to %d s, %s", t.Name, t.MinDuration, t.MaxDuration, strings.Join(t.Resolutions, l.T(" or ")))
 }

@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
-// staticFiles are the stylesheet, the console script and the vendored htmx (npm htmx.org 2.0.11,
+// staticFiles are the stylesheet, the console script, the icon (favicon.ico) and the vendored htmx (npm htmx.org 2.0.11,
 // dist/htmx.min.js), served from the binary under /static/.
 //
 //go:embed static
@@ -58,5 +59,23 @@ func staticHandler() http.Handler {
 		}
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 		files.ServeHTTP(w, r)
+	})
+}
+
+// faviconHandler answers /favicon.ico, where browsers look for the icon of a page without one (and of
+// a non-HTML answer), with the embedded icon the pages link to; it may be cached for a day.
+func faviconHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(staticFS, "favicon.ico")
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "image/x-icon")
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(b)
+		}
 	})
 }

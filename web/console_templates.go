@@ -43,7 +43,7 @@ type templatesView struct {
 func (c *Console) templatesPage(w http.ResponseWriter, r *http.Request, v *visit) error {
 	p := templatesView{Chrome: c.chrome(v, "Templates", v.section+"/templates"), Base: v.section,
 		Type: r.URL.Query().Get("type"), CanWrite: v.id.May(models.CapWriteTemplates)}
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	if v.section == adminPrefix {
 		p.Chrome.Title = "Platform templates"
 	}
@@ -134,7 +134,7 @@ func (c *Console) editTemplatePage(w http.ResponseWriter, r *http.Request, v *vi
 		return err
 	}
 	p := c.editor(v, formOfTemplate(t))
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	c.addPreview(&p, t)
 	c.renderEditor(w, r, v, http.StatusOK, p)
 	return nil

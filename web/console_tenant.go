@@ -35,7 +35,7 @@ func (c *Console) hooksPage(w http.ResponseWriter, r *http.Request, v *visit) er
 func (c *Console) renderHooks(w http.ResponseWriter, r *http.Request, v *visit, status int, p hooksView) error {
 	ctx := r.Context()
 	p.Chrome = c.chrome(v, "Pipeline hooks", consolePrefix+"/hooks")
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	var err error
 	if p.Hooks, err = c.svc.ListHooks(ctx, v.id, ""); err != nil {
 		return err
@@ -132,7 +132,7 @@ func (c *Console) renderMembers(w http.ResponseWriter, r *http.Request, v *visit
 	ctx := r.Context()
 	p.Chrome = c.chrome(v, "Members", consolePrefix+"/members")
 	if p.Chrome.Notice == "" {
-		p.Chrome.Notice = notice(r)
+		p.Chrome.Notice = notice(r, v)
 	}
 	var err error
 	if p.Accounts, err = c.svc.Accounts(ctx, v.id); err != nil {
@@ -282,7 +282,7 @@ func createdCode(r *http.Request, codes []models.ClaimCodeView) *models.ClaimCod
 func (c *Console) renderClaims(w http.ResponseWriter, r *http.Request, v *visit, status int, p claimsView) error {
 	ctx := r.Context()
 	p.Chrome = c.chrome(v, "Claim codes", consolePrefix+"/claims")
-	p.Chrome.Notice = notice(r)
+	p.Chrome.Notice = notice(r, v)
 	checked := map[string]bool{}
 	for _, id := range p.Form.TemplateIDs {
 		checked[id] = true

@@ -18,6 +18,7 @@ type devicePage struct {
 	CodeURL    string // the sign-in-by-code page (no password yet, or a forgotten one), returning here
 	Error      string
 	Done       string // "approved" or "denied" once decided
+	L          lang   // the page's language (pageLang: a personal account's page)
 }
 
 // device shows the approval form for the user code of ?user_code=.
@@ -74,7 +75,7 @@ func (s *Server) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 
 // devicePage fills the page for a user code; an optional message becomes its error.
 func (s *Server) devicePage(w http.ResponseWriter, r *http.Request, userCode string, msg ...string) devicePage {
-	p := devicePage{UserCode: models.NormalizeUserCode(userCode), CSRF: s.csrfToken(w, r)}
+	p := devicePage{UserCode: models.NormalizeUserCode(userCode), CSRF: s.csrfToken(w, r), L: pageLang(r, true)}
 	if len(msg) > 0 {
 		p.Error = msg[0]
 	}

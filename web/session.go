@@ -106,7 +106,7 @@ type signInCodeView struct {
 func (c *Console) signInCodePage(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	f := c.signInForm(w, r, r.URL.Query().Get("next"))
-	p := signInCodeView{Chrome: c.chrome(nil, "Sign in with an e-mailed code", ""), FormToken: f.FormToken, Next: f.Next}
+	p := signInCodeView{Chrome: c.publicChrome(r, "Sign in with an e-mailed code", true), FormToken: f.FormToken, Next: f.Next}
 	c.render(w, r, http.StatusOK, signInCodePage(p))
 }
 
@@ -121,7 +121,7 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := c.signInForm(w, r, r.PostFormValue("next"))
-	p := signInCodeView{Chrome: c.chrome(nil, "Sign in with an e-mailed code", ""), FormToken: f.FormToken, Next: f.Next,
+	p := signInCodeView{Chrome: c.publicChrome(r, "Sign in with an e-mailed code", true), FormToken: f.FormToken, Next: f.Next,
 		Email: strings.TrimSpace(r.PostFormValue("email"))}
 	fail := func(status int, msg string) {
 		p.Error = msg
@@ -201,7 +201,7 @@ func clearSessionCookie(w http.ResponseWriter, secure bool) {
 // signInForm fills the sign-in page, setting the pre-session cookie when the browser has none; an
 // optional message becomes its error.
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request, next string, msg ...string) signInView {
-	p := signInView{Chrome: c.chrome(nil, "Sign in", ""), FormToken: c.formToken(w, r), Next: next}
+	p := signInView{Chrome: c.publicChrome(r, "Sign in", false), FormToken: c.formToken(w, r), Next: next}
 	if !models.SafeReturnPath(next) {
 		p.Next = ""
 	}

@@ -78,13 +78,13 @@ func (s *Server) sessionUser(r *http.Request) *models.User {
 }
 
 // pageHeaders forbid framing (an approval page must not be clickjacked), caching and foreign resources;
-// the page uses the console's layout and stylesheet (/static/style.css) and no script.
+// the page uses the console's layout, stylesheet (/static/style.css) and icon, and no script.
 func pageHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 }
 
 // errorMessage maps a core error to the status and sentence a page shows: the one place this happens.

@@ -13,10 +13,10 @@
     var announcer = document.getElementById('job-announcer');
     var source = new EventSource(url);
     source.addEventListener('open', function () {
-      if (note) note.textContent = 'Live: the list updates as jobs progress.';
+      if (note) note.textContent = note.getAttribute('data-live-text') || 'Live: the list updates as jobs progress.';
     });
     source.addEventListener('error', function () {
-      if (note) note.textContent = 'Live updates paused; reconnecting. Use Refresh to reload the list.';
+      if (note) note.textContent = note.getAttribute('data-paused-text') || 'Live updates paused; reconnecting. Use Refresh to reload the list.';
     });
     source.addEventListener('job', function (ev) {
       var job;
