@@ -423,7 +423,7 @@ func database(dbFlag, dir string) (string, func(), error) {
 		return "", nil, errors.New("-db: sqlite or a postgres:// URL")
 	}
 	name := fmt.Sprintf("studio_bench_%d", time.Now().UnixNano())
-	admin, err := sql.Open("pgx", dbFlag)
+	admin, err := sql.Open("pgx", models.PoolURL(dbFlag)) // the admin connection takes no pool settings
 	if err != nil {
 		return "", nil, err
 	}

@@ -98,7 +98,7 @@ func run(dbFlag string, o options) error {
 	dbURL := "sqlite://" + filepath.Join(dir, "studio.db")
 	if dbFlag != "sqlite" {
 		name := fmt.Sprintf("studio_bench_%d", time.Now().UnixNano())
-		admin, err := sql.Open("pgx", dbFlag)
+		admin, err := sql.Open("pgx", models.PoolURL(dbFlag)) // the admin connection takes no pool settings
 		if err != nil {
 			return err
 		}

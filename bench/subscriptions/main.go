@@ -278,7 +278,7 @@ func database(dbFlag, dir string) (string, func(), error) {
 		return "sqlite://" + filepath.Join(dir, "studio.db"), func() {}, nil
 	}
 	name := fmt.Sprintf("studio_bench_%d", time.Now().UnixNano())
-	admin, err := sql.Open("pgx", dbFlag)
+	admin, err := sql.Open("pgx", models.PoolURL(dbFlag)) // the admin connection takes no pool settings
 	if err != nil {
 		return "", nil, err
 	}
