@@ -108,3 +108,6 @@ func TestDeviceDenyIsNotAnotherApprove(t *testing.T) {
 		t.Fatalf("the stylesheet has no rule for secondary danger buttons")
 	}
 }
+
+// regexpSlug is the server's slug rule.
+func regexpSlug() *regexp.Regexp { return regexp.MustCompile(models.SlugPattern) }
