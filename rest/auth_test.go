@@ -295,7 +295,9 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // devicePage fetches the approval page and returns its HTML and CSRF token.
 func (e *env) devicePage(b *http.Client, userCode string) (string, string) {
 	e.t.Helper()
-	res, err := b.Get(e.srv.URL + "/device?user_code=" + url.QueryEscape(userCode))
+	req, _ := http.NewRequest("GET", e.srv.URL+"/device?user_code="+url.QueryEscape(userCode), nil)
+	req.Header.Set("Accept-Language", "en") // the page speaks the browser's language (Chinese by default)
+	res, err := b.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -314,7 +316,10 @@ func (e *env) devicePage(b *http.Client, userCode string) (string, string) {
 // submitDevice posts the approval form and returns the status and page.
 func (e *env) submitDevice(b *http.Client, form url.Values) (int, string) {
 	e.t.Helper()
-	res, err := b.PostForm(e.srv.URL+"/device", form)
+	req, _ := http.NewRequest("POST", e.srv.URL+"/device", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept-Language", "en")
+	res, err := b.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

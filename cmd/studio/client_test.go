@@ -249,7 +249,9 @@ func approve(t *testing.T, base, userCode, email, password string) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	b := &http.Client{Jar: jar}
-	res, err := b.Get(base + "/device?user_code=" + url.QueryEscape(userCode))
+	req, _ := http.NewRequest("GET", base+"/device?user_code="+url.QueryEscape(userCode), nil)
+	req.Header.Set("Accept-Language", "en") // the page speaks the browser's language (Chinese by default)
+	res, err := b.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,8 +261,11 @@ func approve(t *testing.T, base, userCode, email, password string) {
 	if res.StatusCode != 200 || m == nil {
 		t.Fatalf("GET /device = %d\n%s", res.StatusCode, page)
 	}
-	res, err = b.PostForm(base+"/device", url.Values{"csrf": {string(m[1])}, "user_code": {userCode},
-		"email": {email}, "password": {password}, "action": {"approve"}})
+	form := url.Values{"csrf": {string(m[1])}, "user_code": {userCode}, "email": {email}, "password": {password}, "action": {"approve"}}
+	req, _ = http.NewRequest("POST", base+"/device", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept-Language", "en")
+	res, err = b.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ func TestReadmeUpstreamsExampleLoads(t *testing.T) {
 		t.Fatal("the README's upstreams section has no yaml example")
 	}
 	t.Setenv("OPENAI_API_KEY", "sk-from-the-environment")
+	t.Setenv("GATEWAY_API_KEY", "sk-from-the-environment")
 	cfgs, err := Parse("README.md", []byte(blocks[0][1]))
 	if err != nil {
 		t.Fatalf("the README's example is rejected: %v", err)
@@ -49,7 +50,7 @@ func TestReadmeUpstreamsExampleLoads(t *testing.T) {
 	for _, c := range cfgs {
 		if c.Protocol == ProtocolOpenAI {
 			if c.APIKey != "sk-from-the-environment" || !strings.HasSuffix(c.BaseURL, "/v1") {
-				t.Errorf("%s: api_key %q base_url %q, want the key from ${OPENAI_API_KEY} and a /v1 base URL", c.Name, c.APIKey, c.BaseURL)
+				t.Errorf("%s: api_key %q base_url %q, want the key from the environment and a /v1 base URL", c.Name, c.APIKey, c.BaseURL)
 			}
 			openai[c.Media] = true
 		}
