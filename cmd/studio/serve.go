@@ -29,9 +29,20 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			// SIGTERM (a process manager, a rolling restart) drains for SERVICE_DRAIN_WINDOW; Ctrl-C at a
+			// terminal stops without waiting for a balancer that is not there.
+			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
-			return serve(ctx, cfg, c.Root())
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			go func() {
+				if s := <-sigs; s == os.Interrupt {
+					cfg.DrainWindow = 0
+				}
+				stop()
+			}()
+			return serve(ctx, &cfg, c.Root())
 		},
 	}
 	addConfigFlags(cmd.Flags())
@@ -41,7 +52,7 @@ func newServeCmd() *cobra.Command {
 // serve runs the HTTP server until ctx ends, then drains in-flight requests and stops the workers. It
 // takes its listen addresses first, so that a busy port fails before the database is created or an
 // administrator key is generated and shown.
-func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
+func serve(ctx context.Context, cfg *models.Config, root *cobra.Command) error {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (SERVICE_ADDR / --addr): %w", cfg.Addr, err)
@@ -54,7 +65,7 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 		}
 		defer mln.Close()
 	}
-	svc, err := server.Open(ctx, cfg, server.Options{})
+	svc, err := server.Open(ctx, *cfg, server.Options{})
 	if err != nil {
 		return err
 	}
@@ -98,7 +109,7 @@ func serve(ctx context.Context, cfg models.Config, root *cobra.Command) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdown(srv, svc, cfg)
+	shutdown(srv, svc, *cfg)
 	return nil
 }
 
