@@ -4,23 +4,30 @@
 //
 // Every generation is an asynchronous task: the submission carries X-DashScope-Async: enable and
 // Authorization: Bearer <api_key>. Videos: POST /services/aigc/video-generation/video-synthesis
-// {model, input {prompt, img_url (image to video) or first_frame_url and last_frame_url}, parameters
-// {size W*H (text to video) or resolution 480P|720P|1080P (from images), duration, audio, watermark}}.
-// Images: POST /services/aigc/text2image/image-synthesis {model, input {prompt}, parameters {size W*H,
-// n 1, watermark}}. The answer is {output {task_id, task_status}, request_id}; GET /tasks/{task_id} polls
-// it (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELED, UNKNOWN; output.video_url or output.results[].url,
-// valid 24 hours) and POST /tasks/{task_id}/cancel cancels a PENDING task. DashScope does not let the
-// client name a task (a lost answer fails the job with its refund) and reports no progress figure.
+// {model, input {prompt, img_url (an i2v model)}, parameters {size W*H (a t2v model) or resolution
+// 480P|720P|1080P (from an image), duration, audio, watermark}}; a first and last frame need a kf2v
+// model (wan2.2-kf2v-flash, wan2.1-kf2v-plus) on its own endpoint POST
+// /services/aigc/image2video/video-synthesis {model, input {prompt, first_frame_url, last_frame_url},
+// parameters {resolution, duration 5, watermark}}. Images: POST /services/aigc/text2image/image-synthesis
+// {model, input {prompt}, parameters {size W*H, n 1, watermark}}. The answer is {output {task_id,
+// task_status}, request_id}; GET /tasks/{task_id} polls it (PENDING, RUNNING, SUCCEEDED, FAILED,
+// CANCELED, UNKNOWN; output.video_url or output.results[].url, valid 24 hours) and POST
+// /tasks/{task_id}/cancel cancels a PENDING task. DashScope does not let the client name a task (a lost
+// answer fails the job with its refund) and reports no progress figure.
 //
 // Errors are {request_id, code, message}: 401 InvalidApiKey (revoked), 403 AccessDenied* (revoked), 400
 // Arrearage (the account is overdue: unpaid), 429 Throttling* (transient), 400 DataInspectionFailed,
 // IPInfringementSuspect (a content refusal; also as the code of a failed task), 5xx transient.
 //
-// Pages followed (read 2026): https://help.aliyun.com/zh/model-studio/text-to-video-api-reference,
-// https://help.aliyun.com/zh/model-studio/image-to-video-api-reference,
-// https://help.aliyun.com/zh/model-studio/text-to-image-v2-api-reference,
-// https://help.aliyun.com/zh/model-studio/error-code, and the DashScope task API (GET /tasks/{task_id},
-// POST /tasks/{task_id}/cancel, GET /tasks).
+// Read (2026): the pages https://www.alibabacloud.com/help/en/model-studio/text-to-video-api-reference,
+// .../image-to-video-api-reference, .../image-to-video-by-first-and-last-frame-api-reference,
+// .../image-to-video-first-and-last-frames-guide, https://docs.qwencloud.com/api-reference/video-generation/wan-image-to-video-first-last-frames/create-task,
+// .../model-studio/developer-reference/error-code; and the official SDK github.com/dashscope/dashscope-sdk-python
+// (1.26.2): dashscope/aigc/video_synthesis.py (input fields; a model naming kf2v goes to task
+// image2video), dashscope/aigc/image_synthesis.py (task text2image, size, n, watermark),
+// dashscope/client/base_api.py (GET /tasks/{id}, POST /tasks/{id}/cancel, GET /tasks?page_no&page_size).
+// Silent or unread, assumed: the 480P sizes of text to video, the text-to-image v2 page (fields taken from
+// the SDK), Wan 2.7's media[] input (not sent), and the HTTP status of each code past the 400 rows.
 package dashscope
 
 import (
@@ -101,6 +108,10 @@ func videoSize(resolution, ratio string) (string, bool) {
 	return s, ok
 }
 
+// KeyFrameModel reports whether a model is a first-and-last-frame model (…-kf2v-…), sent to
+// /services/aigc/image2video/video-synthesis rather than /services/aigc/video-generation/video-synthesis.
+func KeyFrameModel(model string) bool { return strings.Contains(model, "kf2v") }
+
 // Submit starts an image or video task.
 func (a *Adapter) Submit(ctx context.Context, req upstream.TaskRequest) (*upstream.Task, error) {
 	unsupported := func(msg string) error {
@@ -124,24 +135,33 @@ func (a *Adapter) Submit(ctx context.Context, req upstream.TaskRequest) (*upstre
 		}
 		input := map[string]any{"prompt": in.Prompt}
 		params := map[string]any{"duration": in.Duration, "watermark": false}
-		switch len(in.Images) {
-		case 0:
+		path = "/services/aigc/video-generation/video-synthesis"
+		switch {
+		case KeyFrameModel(a.cfg.Model):
+			// First-and-last-frame models (wan2.2-kf2v-flash, wan2.1-kf2v-plus) have their own endpoint, as
+			// in the SDK (video_synthesis.py: a model naming kf2v is sent to task image2video); 5 s only,
+			// silent.
+			if len(in.Images) != 2 || in.Duration != 5 || in.GenerateAudio {
+				return nil, unsupported("a first/last-frame model takes two images, 5 s, no audio")
+			}
+			path = "/services/aigc/image2video/video-synthesis"
+			input["first_frame_url"], input["last_frame_url"] = in.Images[0], in.Images[1]
+			params["resolution"] = strings.ToUpper(in.Resolution)
+		case len(in.Images) == 0:
 			size, ok := videoSize(in.Resolution, in.Ratio)
 			if !ok {
 				return nil, unsupported("resolution " + in.Resolution + " at " + in.Ratio)
 			}
 			params["size"] = size
-		case 1:
+		case len(in.Images) == 1:
 			input["img_url"] = in.Images[0]
 			params["resolution"] = strings.ToUpper(in.Resolution)
-		case 2:
-			input["first_frame_url"], input["last_frame_url"] = in.Images[0], in.Images[1]
-			params["resolution"] = strings.ToUpper(in.Resolution)
+		default:
+			return nil, unsupported("a first and last frame need a kf2v model")
 		}
-		if a.cfg.Has(upstream.CapGenerateAudio) {
+		if a.cfg.Has(upstream.CapGenerateAudio) && !KeyFrameModel(a.cfg.Model) {
 			params["audio"] = in.GenerateAudio
 		}
-		path = "/services/aigc/video-generation/video-synthesis"
 		body = map[string]any{"model": a.cfg.Model, "input": input, "parameters": params}
 	}
 	var out answer

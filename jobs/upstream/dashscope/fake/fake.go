@@ -1,5 +1,7 @@
 // Package fake is a strict DashScope server on 127.0.0.1 for tests (pages followed: those of package
-// dashscope). A wrong key answers 401 InvalidApiKey, OverdueKey 400 Arrearage; a submission without
+// dashscope). Text-to-video (t2v) and image-to-video (i2v) models are served on
+// /services/aigc/video-generation/video-synthesis, first-and-last-frame (kf2v) models only on
+// /services/aigc/image2video/video-synthesis. A wrong key answers 401 InvalidApiKey, OverdueKey 400 Arrearage; a submission without
 // X-DashScope-Async: enable answers 403 AccessDenied (as DashScope does for these models); unknown or
 // missing fields answer 400 InvalidParameter. Tasks move PENDING → RUNNING → SUCCEEDED or FAILED as they
 // are polled; "[refuse]" in a prompt is refused at submission (DataInspectionFailed), "[refuse-output]"
@@ -72,7 +74,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p := strings.TrimPrefix(r.URL.Path, "/api/v1")
 	switch {
-	case r.Method == http.MethodPost && (p == "/services/aigc/video-generation/video-synthesis" || p == "/services/aigc/text2image/image-synthesis"):
+	case r.Method == http.MethodPost && (p == "/services/aigc/video-generation/video-synthesis" || p == "/services/aigc/image2video/video-synthesis" || p == "/services/aigc/text2image/image-synthesis"):
 		if r.Header.Get("X-DashScope-Async") != "enable" {
 			fail(w, http.StatusForbidden, "AccessDenied", "current user api does not support synchronous calls")
 			return
@@ -132,6 +134,27 @@ func (s *Server) create(w http.ResponseWriter, path string, raw []byte) {
 	video := strings.Contains(path, "video")
 	if b.Model == "" || (b.Input.Prompt == "" && b.Input.ImgURL == "" && b.Input.FirstFrameURL == "") {
 		fail(w, http.StatusBadRequest, "InvalidParameter", "Field required: model, input.prompt")
+		return
+	}
+	// Each endpoint serves its models and takes its fields: first-and-last-frame (kf2v) models only on
+	// image2video/video-synthesis, with first_frame_url and last_frame_url; image-to-video (i2v) models
+	// need img_url, text-to-video (t2v) models take none.
+	keyframe := path == "/services/aigc/image2video/video-synthesis"
+	switch {
+	case keyframe != strings.Contains(b.Model, "kf2v"):
+		fail(w, http.StatusBadRequest, "InvalidParameter", "Model not exist or not supported on this url: "+b.Model)
+		return
+	case keyframe && (b.Input.FirstFrameURL == "" || b.Input.LastFrameURL == "" || b.Input.ImgURL != "" || b.Parameters.Size != "" || b.Parameters.Audio != nil):
+		fail(w, http.StatusBadRequest, "InvalidParameter", "kf2v takes input.first_frame_url, input.last_frame_url and parameters.resolution")
+		return
+	case !keyframe && (b.Input.FirstFrameURL != "" || b.Input.LastFrameURL != ""):
+		fail(w, http.StatusBadRequest, "InvalidParameter", "first_frame_url and last_frame_url are fields of image2video/video-synthesis")
+		return
+	case strings.Contains(b.Model, "i2v") && (b.Input.ImgURL == "" || b.Parameters.Size != ""):
+		fail(w, http.StatusBadRequest, "InvalidParameter", "an i2v model takes input.img_url and parameters.resolution")
+		return
+	case strings.Contains(b.Model, "t2v") && (b.Input.ImgURL != "" || b.Parameters.Resolution != ""):
+		fail(w, http.StatusBadRequest, "InvalidParameter", "a t2v model takes no image and parameters.size")
 		return
 	}
 	if b.Parameters.Size != "" && !sizeRE.MatchString(b.Parameters.Size) {
