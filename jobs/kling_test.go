@@ -19,7 +19,7 @@ func klingUpstreams(f *klingfake.Server, ak string) []upstream.Config {
 			APIKey: ak, SecretKey: klingfake.SecretKey, Model: "kling-v2-1", Capabilities: []upstream.Capability{upstream.CapReferenceImages},
 			SoftTimeout: 2 * time.Second, CostUSD: 0.01},
 		{Name: "kling-v", Provider: "kuaishou", Media: upstream.MediaVideo, Protocol: kling.Protocol, BaseURL: f.URL, APIKey: ak,
-			SecretKey: klingfake.SecretKey, Model: "kling-v2-1", Tiers: []string{upstream.TierA20Fast, upstream.TierA20Mini},
+			SecretKey: klingfake.SecretKey, Model: "kling-v2-1-master", Tiers: []string{upstream.TierA20Fast, upstream.TierA20Mini},
 			Capabilities: []upstream.Capability{upstream.CapImages}, SoftTimeout: 2 * time.Second, CostUSD: 0.05},
 	}
 }

@@ -1,28 +1,37 @@
 // Package kling is the upstream protocol `kling`: the Kling AI API of Kuaishou (可灵), base_url
 // https://api-beijing.klingai.com (default) or https://api-singapore.klingai.com.
 //
-// Every call carries Authorization: Bearer <JWT>, a JWT signed with HS256 by the secret key
-// (secret_key) whose claims are iss = the access key (api_key), exp = now + 30 min, nbf = now - 5 s.
-// Images: POST /v1/images/generations {model_name, prompt, image (a reference, base64 without a data
-// prefix), n 1, aspect_ratio, resolution}, polled with GET /v1/images/generations/{task_id}
-// (task_result.images[].url). Videos: POST /v1/videos/text2video {model_name, prompt, mode std|pro,
-// aspect_ratio, duration "5"|"10", external_task_id} or POST /v1/videos/image2video {model_name, image,
-// image_tail, prompt, mode, duration, external_task_id}, polled with GET /v1/videos/{kind}/{task_id}
-// (task_status submitted, processing, succeed, failed; task_result.videos[].url). The client names the
-// video task (external_task_id = studio's reference) and GET /v1/videos/{kind}/{external_task_id} finds
-// it: a submission whose answer was lost is found again, never sent twice. Kling has no cancel call: a
+// Every call carries Authorization: Bearer <JWT>, a JWT (header {"alg":"HS256","typ":"JWT"}) signed
+// with HS256 by the secret key (secret_key) whose claims are iss = the access key (api_key), exp = now +
+// 1800 s, nbf = now - 5 s. Images: POST /v1/images/generations {model_name, prompt, image (a reference,
+// Base64 without a data: prefix), n 1, aspect_ratio, resolution 1k|2k}, polled with GET
+// /v1/images/generations/{task_id} (task_result.images[].url). Videos: POST /v1/videos/text2video
+// {model_name, prompt, mode std|pro, aspect_ratio 16:9|9:16|1:1, duration "5"|"10", external_task_id} or
+// POST /v1/videos/image2video {model_name, image, image_tail (URL, or Base64 without prefix), prompt,
+// mode, duration, external_task_id}, polled with GET /v1/videos/{kind}/{task_id} (task_status submitted,
+// processing, succeed, failed; task_result.videos[].url, kept 30 days). The client names the video task
+// (external_task_id = studio's reference) and GET /v1/videos/{kind}/{external_task_id} finds it: a
+// submission whose answer was lost is found again, never sent twice. Kling has no cancel call: a
 // cancelled video is left to end at Kling and its result ignored. Kling reports no progress figure.
 // 720p maps to mode std, 1080p to mode pro; only 5 and 10 s videos exist (another length is not
-// served: routing moves on).
+// served: routing moves on). Text-to-video model names differ from image ones (kling-v2-1-master, not
+// kling-v2-1).
 //
-// Answers are {code, message, request_id, data}; codes: 1000-1004 authentication (401: revoked), 1101
-// account in arrears and 1102 resource pack depleted (unpaid), 1103 no permission (revoked), 1200-1203
-// invalid request, 1300/1301 content security policy (a refusal), 1302-1304 rate or concurrency limit
-// (transient), 5000-5002 server errors (transient).
+// Answers are {code, message, request_id, data}; codes (HTTP status): 1000-1004 authentication (401:
+// revoked), 1100 account exception (429: revoked, the operator must look), 1101 arrears and 1102 resource
+// pack depleted or expired (429: unpaid), 1103 no permission for the API or model (403: revoked), 1200-1201
+// invalid parameters (400), 1202-1203 method or resource not found (404), 1300 platform policy and 1301
+// content security policy (400: a refusal), 1302 rate and 1303 concurrency limit (429: transient), 1304 IP
+// whitelist policy (429: revoked, not retried), 5000-5002 server error, unavailable, time-out (transient).
 //
-// Pages followed (read 2026): https://app.klingai.com/global/dev/document-api/apiReference/commonInfo
-// (authentication, error codes), .../apiReference/model/textToVideo, .../model/imageToVideo,
-// .../model/imageGeneration, .../apiReference/accountInfoInquiry (the probe: GET /account/costs).
+// Read (2026): Kling's API reference as copied in public repositories, WHQ25/rawgenai
+// docs/research/kling/common-info.md (JWT, error codes), text-to-video.md, image-to-video.md,
+// image-generation.md, account-costs.md (the probe: GET /account/costs?start_time&end_time in ms), and
+// inference-sh/grid api/klingai/docs/00-general.md; the mirrored pages of
+// https://app.klingai.com/global/dev/document-api/apiReference/commonInfo and .../rateLimits (1303).
+// Kling publishes no official SDK. Silent, assumed: how external_task_id is queried (taken as the path
+// {id}, as the reference lists it among the path parameters) and the answer for an unknown one (404 or
+// 1203); which models allow image_tail in std mode (the capability map was not checked).
 package kling
 
 import (
@@ -127,10 +136,16 @@ func (a *Adapter) call(ctx context.Context, method, path string, body any) (*tas
 	return &d, nil
 }
 
-// ratio maps a ratio to one Kling knows (16:9, 9:16, 1:1, and for images also 4:3, 3:4, 3:2, 2:3, 21:9).
+// ratio maps a ratio to one Kling knows (16:9, 9:16, 1:1, and for images also 4:3, 3:4, 3:2, 2:3, 21:9);
+// none is 1:1 for an image (studio's square default) and 16:9 for a video (Kling's default).
 func ratio(r string, image bool) (string, bool) {
 	switch r {
-	case "", "1:1":
+	case "":
+		if image {
+			return "1:1", true
+		}
+		return "16:9", true
+	case "1:1":
 		return "1:1", true
 	case "16:9", "9:16":
 		return r, true
@@ -197,9 +212,9 @@ func (a *Adapter) Submit(ctx context.Context, req upstream.TaskRequest) (*upstre
 			body["aspect_ratio"] = ar
 		case 1, 2:
 			kind = "videos/image2video"
-			body["image"] = in.Images[0]
+			body["image"] = bare(in.Images[0])
 			if len(in.Images) == 2 {
-				body["image_tail"] = in.Images[1]
+				body["image_tail"] = bare(in.Images[1])
 			}
 		default:
 			return nil, unsupported("more than two images")
@@ -216,6 +231,16 @@ func (a *Adapter) Submit(ctx context.Context, req upstream.TaskRequest) (*upstre
 		return nil, &upstream.Error{Class: upstream.ClassOther, Upstream: a.cfg.Name, Message: "no task_id", Err: upstream.ErrUnknownOutcome}
 	}
 	return a.task(kind, d), nil
+}
+
+// bare returns an image as Kling takes it: a URL, or Base64 without its data: prefix.
+func bare(image string) string {
+	if strings.HasPrefix(image, "data:") {
+		if _, b64, ok := strings.Cut(image, ";base64,"); ok {
+			return b64
+		}
+	}
+	return image
 }
 
 // task maps Kling's task; its id carries the endpoint kind (videos/text2video/<task_id>).
@@ -323,13 +348,15 @@ func classify(status int, _ http.Header, body []byte) *upstream.Error {
 func classifyCode(code int, msg string) *upstream.Error {
 	e := &upstream.Error{Code: fmt.Sprint(code), Message: msg, Class: upstream.ClassOther}
 	switch {
-	case code >= 1000 && code <= 1004, code == 1103:
+	case code >= 1000 && code <= 1004, code == 1100, code == 1103, code == 1304:
+		// 1100 account exception and 1304 IP whitelist policy come with HTTP 429 but need the operator
+		// (check the account, contact Kling): out of rotation until a probe passes, not retried.
 		e.Class = upstream.ClassRevoked
 	case code == 1101 || code == 1102:
 		e.Class = upstream.ClassUnpaid
 	case code == 1300 || code == 1301:
 		e.Class = upstream.ClassRefused
-	case code >= 1302 && code <= 1304, code >= 5000 && code <= 5002:
+	case code == 1302 || code == 1303, code >= 5000 && code <= 5002:
 		e.Class = upstream.ClassTransient
 	case code == 1203:
 		e.Class = upstream.ClassCapability

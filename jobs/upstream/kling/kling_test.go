@@ -22,7 +22,8 @@ func newUpstream(t *testing.T, f *fake.Server, media upstream.Media, ak string, 
 	cfg := upstream.Config{Name: "kling-" + string(media), Provider: "kuaishou", Media: media, Family: "kling", Protocol: kling.Protocol,
 		BaseURL: f.URL, APIKey: ak, SecretKey: fake.SecretKey, Model: "kling-v2-1", Capabilities: caps, SoftTimeout: 5 * time.Second}
 	if media == upstream.MediaVideo {
-		cfg.Family, cfg.Tiers = "", []string{upstream.TierA20Fast}
+		// kling-v2-1 is an image and image-to-video model; text2video lists kling-v2-1-master.
+		cfg.Family, cfg.Model, cfg.Tiers = "", "kling-v2-1-master", []string{upstream.TierA20Fast}
 	}
 	set, err := upstream.NewSet([]upstream.Config{cfg})
 	if err != nil {
@@ -79,7 +80,7 @@ func TestRequestsAreExactlyKlings(t *testing.T) {
 		Video: upstream.VideoRequest{Prompt: "waves", Ratio: "9:16", Resolution: "1080p", Duration: 10}}); err != nil {
 		t.Fatal(err)
 	}
-	want = `{"aspect_ratio":"9:16","duration":"10","external_task_id":"v-1","mode":"pro","model_name":"kling-v2-1","prompt":"waves"}`
+	want = `{"aspect_ratio":"9:16","duration":"10","external_task_id":"v-1","mode":"pro","model_name":"kling-v2-1-master","prompt":"waves"}`
 	if got := f.Requests(http.MethodPost, "/v1/videos/text2video"); len(got) != 1 || canonical(got[0].Body) != want {
 		t.Fatalf("text2video body %s", got[0].Body)
 	}
@@ -87,9 +88,25 @@ func TestRequestsAreExactlyKlings(t *testing.T) {
 		Video: upstream.VideoRequest{Prompt: "waves", Ratio: "16:9", Resolution: "720p", Duration: 5, Images: []string{"https://a/1.png", "https://a/2.png"}}}); err != nil {
 		t.Fatal(err)
 	}
-	want = `{"duration":"5","external_task_id":"v-2","image":"https://a/1.png","image_tail":"https://a/2.png","mode":"std","model_name":"kling-v2-1","prompt":"waves"}`
+	want = `{"duration":"5","external_task_id":"v-2","image":"https://a/1.png","image_tail":"https://a/2.png","mode":"std","model_name":"kling-v2-1-master","prompt":"waves"}`
 	if got := f.Requests(http.MethodPost, "/v1/videos/image2video"); len(got) != 1 || canonical(got[0].Body) != want {
 		t.Fatalf("image2video body %s", got[0].Body)
+	}
+	// A data: URL is sent as bare Base64 (Kling refuses the prefix); no ratio is Kling's default 16:9.
+	png := base64.StdEncoding.EncodeToString([]byte("png"))
+	if _, err := vid.Tasks().Submit(ctx, upstream.TaskRequest{Media: upstream.MediaVideo, Ref: "v-3",
+		Video: upstream.VideoRequest{Prompt: "waves", Duration: 5, Images: []string{"data:image/png;base64," + png}}}); err != nil {
+		t.Fatal(err)
+	}
+	want = `{"duration":"5","external_task_id":"v-3","image":"` + png + `","mode":"std","model_name":"kling-v2-1-master","prompt":"waves"}`
+	if got := f.Requests(http.MethodPost, "/v1/videos/image2video"); len(got) != 2 || canonical(got[1].Body) != want {
+		t.Fatalf("image2video body %s", got[len(got)-1].Body)
+	}
+	if _, err := vid.Tasks().Submit(ctx, upstream.TaskRequest{Media: upstream.MediaVideo, Ref: "v-4", Video: upstream.VideoRequest{Prompt: "w", Duration: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Requests(http.MethodPost, "/v1/videos/text2video"); len(got) != 2 || !strings.Contains(string(got[1].Body), `"aspect_ratio":"16:9"`) {
+		t.Fatalf("text2video body %s", got[len(got)-1].Body)
 	}
 	// A length Kling does not make is not served (routing moves on), never silently changed.
 	_, err = vid.Tasks().Submit(ctx, upstream.TaskRequest{Media: upstream.MediaVideo, Video: upstream.VideoRequest{Prompt: "w", Duration: 8}})
@@ -156,6 +173,11 @@ func TestErrorsAreClassified(t *testing.T) {
 		{"arrears", fake.ArrearsAccessKey, nil, req, upstream.ClassUnpaid},
 		{"rate", fake.AccessKey, &faketask.Fault{Status: 429, RetryAfter: "2", Body: `{"code":1302,"message":"rate limit"}`}, req, upstream.ClassTransient},
 		{"server", fake.AccessKey, &faketask.Fault{Status: 500, Body: `{"code":5000,"message":"internal"}`}, req, upstream.ClassTransient},
+		{"concurrency", fake.AccessKey, &faketask.Fault{Status: 429, Body: `{"code":1303,"message":"parallel task over resource pack limit"}`}, req, upstream.ClassTransient},
+		{"resource pack", fake.AccessKey, &faketask.Fault{Status: 429, Body: `{"code":1102,"message":"resource pack exhausted"}`}, req, upstream.ClassUnpaid},
+		{"account exception", fake.AccessKey, &faketask.Fault{Status: 429, Body: `{"code":1100,"message":"account exception"}`}, req, upstream.ClassRevoked},
+		{"ip whitelist", fake.AccessKey, &faketask.Fault{Status: 429, Body: `{"code":1304,"message":"ip whitelist"}`}, req, upstream.ClassRevoked},
+		{"no permission", fake.AccessKey, &faketask.Fault{Status: 403, Body: `{"code":1103,"message":"no permission"}`}, req, upstream.ClassRevoked},
 		{"refused", fake.AccessKey, nil, upstream.TaskRequest{Media: upstream.MediaVideo, Video: upstream.VideoRequest{Prompt: "[refuse]", Duration: 5}}, upstream.ClassRefused},
 	} {
 		t.Run(c.name, func(t *testing.T) {

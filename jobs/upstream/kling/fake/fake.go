@@ -1,7 +1,8 @@
 // Package fake is a strict Kling server on 127.0.0.1 for tests (pages followed: those of package
 // kling). It checks the JWT of every call (HS256 signature by the secret key of AccessKey, iss, exp and
 // nbf): a wrong or expired token answers 401 (code 1000-1004), RevokedAccessKey 401 1000, ArrearsAccessKey
-// 429 1101; unknown or missing fields answer 400 1201. Tasks move submitted → processing → succeed or
+// 429 1101; unknown or missing fields, a model_name the endpoint does not list, or Base64 with a data:
+// prefix answer 400 1201. Tasks move submitted → processing → succeed or
 // failed as they are polled; a prompt with "[refuse]" is refused at submission (1301), "[refuse-output]"
 // fails its task with a risk-control message, "[fail]" fails it, "[slow]" runs for ever. Video tasks are
 // also found by their external_task_id.
@@ -162,7 +163,19 @@ type imageBody struct {
 	Resolution     string   `json:"resolution"`
 	N              *int     `json:"n"`
 	AspectRatio    string   `json:"aspect_ratio"`
-	CallbackURL    string   `json:"callback_url"`
+	WatermarkInfo  *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"watermark_info"`
+	CallbackURL    string `json:"callback_url"`
+	ExternalTaskID string `json:"external_task_id"`
+}
+
+// Models of each endpoint (the model_name enumerations of the API reference; kling-v3 as sent to
+// text2video in public client logs).
+var models = map[string][]string{
+	"images/generations": {"kling-v1", "kling-v1-5", "kling-v2", "kling-v2-new", "kling-v2-1"},
+	"videos/text2video":  {"kling-v1", "kling-v1-6", "kling-v2-master", "kling-v2-1-master", "kling-v2-5-turbo", "kling-v2-6", "kling-v3"},
+	"videos/image2video": {"kling-v1", "kling-v1-5", "kling-v1-6", "kling-v2-master", "kling-v2-1", "kling-v2-1-master", "kling-v2-5-turbo", "kling-v2-6", "kling-v3"},
 }
 
 type videoBody struct {
@@ -175,8 +188,21 @@ type videoBody struct {
 	Duration       string   `json:"duration"`
 	Image          string   `json:"image"`
 	ImageTail      string   `json:"image_tail"`
-	CallbackURL    string   `json:"callback_url"`
-	ExternalTaskID string   `json:"external_task_id"`
+	Sound          string   `json:"sound"`
+	CameraControl  *struct {
+		Type   string         `json:"type"`
+		Config map[string]int `json:"config"`
+	} `json:"camera_control"`
+	StaticMask   string            `json:"static_mask"`
+	DynamicMasks []json.RawMessage `json:"dynamic_masks"`
+	VoiceList    []struct {
+		VoiceID string `json:"voice_id"`
+	} `json:"voice_list"`
+	WatermarkInfo *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"watermark_info"`
+	CallbackURL    string `json:"callback_url"`
+	ExternalTaskID string `json:"external_task_id"`
 }
 
 func (s *Server) create(w http.ResponseWriter, kind string, body []byte) {
@@ -188,8 +214,12 @@ func (s *Server) create(w http.ResponseWriter, kind string, body []byte) {
 			bad(err.Error())
 			return
 		}
-		if b.ModelName == "" || b.Prompt == "" {
-			bad("model_name and prompt are required")
+		if b.Prompt == "" {
+			bad("prompt is required")
+			return
+		}
+		if b.ModelName != "" && !slices.Contains(models[kind], b.ModelName) {
+			answer(w, http.StatusBadRequest, 1201, "model_name "+b.ModelName+" is not supported", nil)
 			return
 		}
 		if b.AspectRatio != "" && !slices.Contains([]string{"16:9", "9:16", "1:1", "4:3", "3:4", "3:2", "2:3", "21:9"}, b.AspectRatio) {
@@ -217,8 +247,20 @@ func (s *Server) create(w http.ResponseWriter, kind string, body []byte) {
 			bad(err.Error())
 			return
 		}
-		if b.ModelName == "" || (kind == "videos/text2video" && b.Prompt == "") || (kind == "videos/image2video" && b.Image == "") {
+		if (kind == "videos/text2video" && b.Prompt == "") || (kind == "videos/image2video" && b.Image == "") {
 			bad("required field missing")
+			return
+		}
+		if b.ModelName != "" && !slices.Contains(models[kind], b.ModelName) {
+			bad("model_name " + b.ModelName + " is not supported")
+			return
+		}
+		if strings.HasPrefix(b.Image, "data:") || strings.HasPrefix(b.ImageTail, "data:") {
+			bad("image: base64 must not carry a data: prefix")
+			return
+		}
+		if b.Sound != "" && b.Sound != "on" && b.Sound != "off" {
+			bad("sound")
 			return
 		}
 		if kind == "videos/image2video" && b.AspectRatio != "" {
