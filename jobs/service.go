@@ -20,6 +20,7 @@ import (
 	_ "studio/jobs/upstream/dashscope"
 	_ "studio/jobs/upstream/gemini"
 	_ "studio/jobs/upstream/kling"
+	_ "studio/jobs/upstream/replicate"
 	"studio/models"
 	"studio/models/media"
 )
