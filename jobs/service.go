@@ -18,6 +18,7 @@ import (
 	// The upstream task protocols register themselves (upstream.RegisterProtocol).
 	_ "studio/jobs/upstream/ark"
 	_ "studio/jobs/upstream/dashscope"
+	_ "studio/jobs/upstream/fal"
 	_ "studio/jobs/upstream/gemini"
 	_ "studio/jobs/upstream/kling"
 	_ "studio/jobs/upstream/replicate"
