@@ -286,6 +286,9 @@ func VideoBody(model string, in upstream.VideoRequest) (videoRequest, error) {
 		return body, fmt.Errorf("%s at %d s (only 8 s)", in.Resolution, in.Duration)
 	}
 	body.Parameters = videoParameters{AspectRatio: in.Ratio, DurationSeconds: in.Duration, Resolution: res}
+	if veo2 {
+		body.Parameters.Resolution = "" // Veo 2 has no resolution parameter: it makes 720p
+	}
 	return body, nil
 }
 

@@ -174,8 +174,10 @@ func TestVideoLimitsAreCapabilityErrors(t *testing.T) {
 	if n := len(f.Requests("", "")); n != 0 {
 		t.Fatalf("%d requests", n)
 	}
-	if _, err := gemini.VideoBody("veo-2.0-generate-001", upstream.VideoRequest{Prompt: "p", Duration: 5, Resolution: "720p"}); err != nil {
+	if b, err := gemini.VideoBody("veo-2.0-generate-001", upstream.VideoRequest{Prompt: "p", Duration: 5, Resolution: "720p"}); err != nil {
 		t.Fatalf("veo 2 at 5 s: %v", err)
+	} else if out, _ := json.Marshal(b); string(out) != `{"instances":[{"prompt":"p"}],"parameters":{"durationSeconds":5}}` {
+		t.Fatalf("veo 2 body %s", out)
 	}
 	if _, err := gemini.VideoBody("veo-2.0-generate-001", upstream.VideoRequest{Prompt: "p", Duration: 8, Resolution: "1080p"}); err == nil {
 		t.Fatal("veo 2 at 1080p accepted")
