@@ -26,6 +26,11 @@
 //   - https://www.volcengine.com/docs/82379/1520757 (创建视频生成任务 API) and
 //     https://www.volcengine.com/docs/82379/1541523 (图片生成 API);
 //   - https://docs.byteplus.com/en/docs/ModelArk/1299023 (ModelArk common error codes).
+//
+// Checked again against the SDK snapshot of 2026-08-21 (commit cf20b61): CreateContentGenerationTaskRequest
+// carries duration, resolution, ratio, generate_audio and watermark at the top level beside content;
+// the task statuses are queued, running, succeeded, failed and cancelled; GenerateImagesRequest takes
+// image (one string or a list), size, watermark and response_format, as sent here.
 package ark
 
 import (
