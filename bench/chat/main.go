@@ -17,7 +17,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,6 +38,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"studio/bench/internal/benchdb"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -173,7 +173,7 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	dbURL, dropDB, err := database(o.db, dir)
+	dbURL, dropDB, err := benchdb.Fresh(o.db, dir, "studio_chat_bench")
 	if err != nil {
 		return err
 	}
@@ -707,28 +707,6 @@ func memory(pid int) (rss, peak float64) {
 		}
 	}
 	return rss, peak
-}
-
-// database returns the URL of a fresh database and a function that drops it.
-func database(dbFlag, dir string) (string, func(), error) {
-	if dbFlag == "sqlite" {
-		return "sqlite://" + filepath.Join(dir, "studio.db"), func() {}, nil
-	}
-	name := fmt.Sprintf("studio_chat_bench_%d", time.Now().UnixNano())
-	admin, err := sql.Open("pgx", models.PoolURL(dbFlag)) // the admin connection takes no pool settings
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		admin.Close()
-		return "", nil, err
-	}
-	u, _ := url.Parse(dbFlag)
-	u.Path = "/" + name
-	return u.String(), func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-		admin.Close()
-	}, nil
 }
 
 // tenantKey creates a tenant through the administrator action and returns its key.

@@ -22,22 +22,19 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"studio/bench/internal/benchdb"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -82,7 +79,7 @@ func run(dbFlag string, aliases, parallel int, duration time.Duration, repeat, a
 		return err
 	}
 	defer os.RemoveAll(dir)
-	dbURL, dropDB, err := database(dbFlag, dir)
+	dbURL, dropDB, err := benchdb.Fresh(dbFlag, dir, "studio_bench")
 	if err != nil {
 		return err
 	}
@@ -413,28 +410,3 @@ func loadAverage() string {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-
-// database returns the DATABASE_URL of a fresh database and how to drop it.
-func database(dbFlag, dir string) (string, func(), error) {
-	if dbFlag == "sqlite" {
-		return "sqlite://" + filepath.Join(dir, "studio.db"), func() {}, nil
-	}
-	if !strings.HasPrefix(dbFlag, "postgres") {
-		return "", nil, errors.New("-db: sqlite or a postgres:// URL")
-	}
-	name := fmt.Sprintf("studio_bench_%d", time.Now().UnixNano())
-	admin, err := sql.Open("pgx", models.PoolURL(dbFlag)) // the admin connection takes no pool settings
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		admin.Close()
-		return "", nil, err
-	}
-	u, _ := url.Parse(dbFlag)
-	u.Path = "/" + name
-	return u.String(), func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-		admin.Close()
-	}, nil
-}

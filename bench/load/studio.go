@@ -4,17 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"studio/bench/internal/benchdb"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -59,7 +57,7 @@ func startLocal(ctx context.Context, dbFlag string, timing fakeTiming, workers i
 	if l.dir, err = os.MkdirTemp("", "studio-load-"); err != nil {
 		return nil, err
 	}
-	dbURL, dropDB, err := database(dbFlag, l.dir)
+	dbURL, dropDB, err := benchdb.Fresh(dbFlag, l.dir, "studio_load_bench")
 	if err != nil {
 		return nil, err
 	}
@@ -178,28 +176,6 @@ var keepData bool
 
 const keepDataHelp = "keep the data directory (media, SQLite file) instead of deleting it: on ext4 without a journal, " +
 	"thousands of files deleted slow file creation for the next few minutes, and with it the next run"
-
-// database returns the URL of a fresh database and a function that drops it.
-func database(dbFlag, dir string) (string, func(), error) {
-	if dbFlag == "sqlite" {
-		return "sqlite://" + filepath.Join(dir, "studio.db"), func() {}, nil
-	}
-	name := fmt.Sprintf("studio_load_bench_%d", time.Now().UnixNano())
-	admin, err := sql.Open("pgx", models.PoolURL(dbFlag)) // the admin connection takes no pool settings
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		admin.Close()
-		return "", nil, err
-	}
-	u, _ := url.Parse(dbFlag)
-	u.Path = "/" + name
-	return u.String(), func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-		admin.Close()
-	}, nil
-}
 
 // createTenant creates a metered tenant with plenty of credits through POST /api/admin and returns its key.
 func createTenant(ctx context.Context, base, adminKey string) (string, error) {

@@ -13,7 +13,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -22,15 +21,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"studio/bench/internal/benchdb"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -113,7 +111,7 @@ func runServer(dbFlag string, subs, conns, rate int, proto string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	dbURL, dropDB, err := database(dbFlag, dir)
+	dbURL, dropDB, err := benchdb.Fresh(dbFlag, dir, "studio_bench")
 	if err != nil {
 		return err
 	}
@@ -270,28 +268,6 @@ func runServer(dbFlag string, subs, conns, rate int, proto string) error {
 	defer cancel()
 	_ = srv.Shutdown(shutdown)
 	return nil
-}
-
-// database returns the URL of a fresh database and a function that drops it.
-func database(dbFlag, dir string) (string, func(), error) {
-	if dbFlag == "sqlite" {
-		return "sqlite://" + filepath.Join(dir, "studio.db"), func() {}, nil
-	}
-	name := fmt.Sprintf("studio_bench_%d", time.Now().UnixNano())
-	admin, err := sql.Open("pgx", models.PoolURL(dbFlag)) // the admin connection takes no pool settings
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		admin.Close()
-		return "", nil, err
-	}
-	u, _ := url.Parse(dbFlag)
-	u.Path = "/" + name
-	return u.String(), func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-		admin.Close()
-	}, nil
 }
 
 // memory reads a size field (VmRSS, VmHWM) of /proc/self/status, in MB.
