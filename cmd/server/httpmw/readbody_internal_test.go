@@ -22,6 +22,7 @@ func TestReadBodyKeepsTheBound(t *testing.T) {
 		{"hello world", 5, 7, "hello wo", false},      // ... and never past maxBody+1
 		{"hi", 5, 100, "hi", true},                    // shorter than declared
 		{strings.Repeat("x", 50), 200, 10, strings.Repeat("x", 11), false},
+		{"short", preallocMax + 1, 2 * preallocMax, "short", false}, // a large declared length reserves nothing up front
 	} {
 		got, err := readBody(bytes.NewReader([]byte(c.body)), c.declared, c.max)
 		if string(got) != c.want || (err != nil) != c.wantErr {

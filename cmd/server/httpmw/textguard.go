@@ -91,10 +91,15 @@ type Buffered struct {
 // Bytes returns the whole body; the caller must not change it.
 func (b *Buffered) Bytes() []byte { return b.body }
 
+// preallocMax bounds the buffer readBody sets aside from a declared length before any byte arrived:
+// a client that declares a large body and sends nothing must not make the server reserve it.
+const preallocMax = 1 << 20
+
 // readBody reads at most maxBody+1 bytes of a body, into one buffer of the declared length when the
-// request declares one within the bound (no growing and copying, which a large body pays many times).
+// request declares one within the bound and preallocMax (no growing and copying, which a large body pays
+// many times); larger bodies grow as their bytes arrive.
 func readBody(body io.Reader, declared, maxBody int64) ([]byte, error) {
-	if declared <= 0 || declared > maxBody {
+	if declared <= 0 || declared > maxBody || declared > preallocMax {
 		return io.ReadAll(io.LimitReader(body, maxBody+1))
 	}
 	buf := make([]byte, declared, declared+1)
