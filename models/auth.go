@@ -149,7 +149,7 @@ func useEmailCodeTx(tx *gorm.DB, id string, now time.Time) error {
 
 // loginResult signs a 7-day login token for u.
 func (a *App) loginResult(u *User) (*LoginResult, error) {
-	tok, exp, err := a.IssueUserToken(u.ID, LoginTTL)
+	tok, exp, err := a.issueUserToken(u, LoginTTL)
 	if err != nil {
 		return nil, Internal("login: issue token", err)
 	}

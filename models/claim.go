@@ -608,7 +608,7 @@ func (a *App) RedeemClaim(ctx context.Context, in RedeemInput, clientAddr string
 	out := &ClaimRedeemed{Credits: c.Credits, Templates: claimRefs(presentTemplates(tpls)), TutorialPDF: c.tutorial(),
 		SignInRequired: true, LoginHint: claimSignInHint(in.Email)}
 	if created {
-		tok, exp, err := a.IssueUserToken(user.ID, ClaimLoginTTL)
+		tok, exp, err := a.issueUserToken(user, ClaimLoginTTL) // the row this redemption created
 		if err != nil {
 			return nil, Internal("claim: issue token", err)
 		}
