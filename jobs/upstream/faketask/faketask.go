@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
@@ -288,3 +289,22 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// Host is a fake provider on loopback: the task core its handlers share and its HTTP server.
+type Host struct {
+	*Core
+	// Root is the server's own address (http://127.0.0.1:port), for the file URLs a fake hands out.
+	Root string
+	// URL is the base URL to configure: Root and the provider's path prefix.
+	URL string
+	srv *httptest.Server
+}
+
+// Start serves handler on loopback; prefix is the provider's base path ("/api/v3", or "").
+func Start(handler http.HandlerFunc, prefix string) *Host {
+	srv := httptest.NewServer(handler)
+	return &Host{Core: NewCore(), Root: srv.URL, URL: srv.URL + prefix, srv: srv}
+}
+
+// Close stops the server.
+func (h *Host) Close() { h.srv.Close() }

@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 
@@ -27,22 +26,15 @@ const (
 
 // Server is the fake.
 type Server struct {
-	*faketask.Core
-	srv *httptest.Server
-	// URL is the base URL to configure: http://127.0.0.1:port/api/v3.
-	URL string
+	*faketask.Host
 }
 
 // New starts a fake.
 func New() *Server {
-	s := &Server{Core: faketask.NewCore()}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL + "/api/v3"
+	s := &Server{}
+	s.Host = faketask.Start(s.serve, "/api/v3")
 	return s
 }
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
 
 func apiErr(w http.ResponseWriter, status int, code, msg string) {
 	faketask.WriteJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": msg + " Request id: 0217", "param": "", "type": "BadRequest"}})
@@ -168,7 +160,7 @@ func (s *Server) images(w http.ResponseWriter, body []byte) {
 	if b.ResponseFormat == "b64_json" {
 		item["b64_json"] = base64.StdEncoding.EncodeToString(png)
 	} else {
-		item["url"] = s.srv.URL + "/files/image.png"
+		item["url"] = s.Root + "/files/image.png"
 	}
 	faketask.WriteJSON(w, http.StatusOK, map[string]any{"model": b.Model, "created": 1, "data": []any{item},
 		"usage": map[string]any{"generated_images": 1, "output_tokens": 4096, "total_tokens": 4096}})
@@ -263,7 +255,7 @@ func (s *Server) answer(t faketask.Task) map[string]any {
 	out := map[string]any{"id": t.ID, "model": t.Extra["model"], "status": string(t.State), "created_at": t.Created.Unix(), "updated_at": t.Created.Unix()}
 	switch t.State {
 	case faketask.Succeeded:
-		out["content"] = map[string]any{"video_url": s.srv.URL + "/files/" + t.ID + ".mp4"}
+		out["content"] = map[string]any{"video_url": s.Root + "/files/" + t.ID + ".mp4"}
 		out["usage"] = map[string]any{"completion_tokens": 108900, "total_tokens": 108900}
 	case faketask.Failed:
 		code, msg := "InternalServiceError", "The service encountered an unexpected internal error."

@@ -10,7 +10,6 @@ package fake
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,22 +26,15 @@ const (
 
 // Server is the fake.
 type Server struct {
-	*faketask.Core
-	srv *httptest.Server
-	// URL is the base URL to configure: http://127.0.0.1:port/api/v1.
-	URL string
+	*faketask.Host
 }
 
 // New starts a fake.
 func New() *Server {
-	s := &Server{Core: faketask.NewCore()}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL + "/api/v1"
+	s := &Server{}
+	s.Host = faketask.Start(s.serve, "/api/v1")
 	return s
 }
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
 
 func fail(w http.ResponseWriter, status int, code, msg string) {
 	faketask.WriteJSON(w, status, map[string]any{"request_id": "r-1", "code": code, "message": msg})
@@ -198,9 +190,9 @@ func (s *Server) get(w http.ResponseWriter, id string) {
 	case faketask.Succeeded:
 		out["task_status"] = "SUCCEEDED"
 		if t.Kind == "video" {
-			out["video_url"] = s.srv.URL + "/files/" + id + ".mp4"
+			out["video_url"] = s.Root + "/files/" + id + ".mp4"
 		} else {
-			out["results"] = []any{map[string]any{"url": s.srv.URL + "/files/" + id + ".png"}}
+			out["results"] = []any{map[string]any{"url": s.Root + "/files/" + id + ".png"}}
 		}
 	case faketask.Failed:
 		out["task_status"], out["code"], out["message"] = "FAILED", "InternalError", "internal error"

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 
@@ -35,22 +34,15 @@ const (
 
 // Server is the fake.
 type Server struct {
-	*faketask.Core
-	srv *httptest.Server
-	// URL is the base URL to configure (queue.fal.run's place).
-	URL string
+	*faketask.Host
 }
 
 // New starts a fake.
 func New() *Server {
-	s := &Server{Core: faketask.NewCore()}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
+	s := &Server{}
+	s.Host = faketask.Start(s.serve, "")
 	return s
 }
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
 
 func detail(w http.ResponseWriter, status int, d any) {
 	faketask.WriteJSON(w, status, map[string]any{"detail": d})

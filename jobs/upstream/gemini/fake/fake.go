@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 
@@ -30,22 +29,15 @@ const (
 
 // Server is the fake.
 type Server struct {
-	*faketask.Core
-	srv *httptest.Server
-	// URL is the base URL to configure: http://127.0.0.1:port/v1beta.
-	URL string
+	*faketask.Host
 }
 
 // New starts a fake.
 func New() *Server {
-	s := &Server{Core: faketask.NewCore()}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL + "/v1beta"
+	s := &Server{}
+	s.Host = faketask.Start(s.serve, "/v1beta")
 	return s
 }
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
 
 // Status writes a google.rpc.Status error.
 func Status(w http.ResponseWriter, code int, status, msg string, details ...map[string]any) {

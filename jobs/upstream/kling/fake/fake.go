@@ -14,7 +14,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -34,9 +33,7 @@ const (
 
 // Server is the fake.
 type Server struct {
-	*faketask.Core
-	srv  *httptest.Server
-	URL  string
+	*faketask.Host
 	mu   sync.Mutex
 	hold time.Duration
 }
@@ -51,14 +48,10 @@ func (s *Server) HoldAnswers(d time.Duration) {
 
 // New starts a fake.
 func New() *Server {
-	s := &Server{Core: faketask.NewCore()}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL
+	s := &Server{}
+	s.Host = faketask.Start(s.serve, "")
 	return s
 }
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
 
 func answer(w http.ResponseWriter, status, code int, msg string, data any) {
 	faketask.WriteJSON(w, status, map[string]any{"code": code, "message": msg, "request_id": "req-1", "data": data})
@@ -299,9 +292,9 @@ func (s *Server) data(t faketask.Task) map[string]any {
 	switch t.State {
 	case faketask.Succeeded:
 		if t.Kind == "images/generations" {
-			d["task_result"] = map[string]any{"images": []any{map[string]any{"index": 0, "url": s.srv.URL + "/files/kt" + t.ID + ".png"}}}
+			d["task_result"] = map[string]any{"images": []any{map[string]any{"index": 0, "url": s.Root + "/files/kt" + t.ID + ".png"}}}
 		} else {
-			d["task_result"] = map[string]any{"videos": []any{map[string]any{"id": "v" + t.ID, "url": s.srv.URL + "/files/kt" + t.ID + ".mp4", "duration": "5.1"}}}
+			d["task_result"] = map[string]any{"videos": []any{map[string]any{"id": "v" + t.ID, "url": s.Root + "/files/kt" + t.ID + ".mp4", "duration": "5.1"}}}
 		}
 	case faketask.Failed:
 		d["task_status_msg"] = "Failure to pass the risk control system"

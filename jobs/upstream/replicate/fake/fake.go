@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"time"
@@ -38,22 +37,15 @@ const FluxSchnellVersion = "5599ed30703defd1d160a25a63321b4dec97101d98b4674bcc56
 
 // Server is the fake.
 type Server struct {
-	*faketask.Core
-	srv *httptest.Server
-	// URL is the base URL to configure: http://127.0.0.1:port/v1.
-	URL string
+	*faketask.Host
 }
 
 // New starts a fake.
 func New() *Server {
-	s := &Server{Core: faketask.NewCore()}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	s.URL = s.srv.URL + "/v1"
+	s := &Server{}
+	s.Host = faketask.Start(s.serve, "/v1")
 	return s
 }
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
 
 // Problem writes a problem-details error as Replicate does.
 func Problem(w http.ResponseWriter, status int, title, detail string) {
@@ -280,7 +272,7 @@ func (s *Server) answer(t faketask.Task) map[string]any {
 		if t.Kind == "video" {
 			ext = ".mp4"
 		}
-		file := s.srv.URL + "/delivery/" + t.ID + "/out" + ext
+		file := s.Root + "/delivery/" + t.ID + "/out" + ext
 		if t.Extra["list"] != "" {
 			out["output"] = []string{file}
 		} else {
