@@ -230,3 +230,29 @@ func TestArkLostSubmissionIsNeverSubmittedAgain(t *testing.T) {
 		t.Fatalf("%d submissions, want still 1", n)
 	}
 }
+
+func TestArkKeyRevokedWhilePollingLeavesRotationAndTheTaskFinishes(t *testing.T) {
+	f := arkfake.New()
+	t.Cleanup(f.Close)
+	f.SetPolls(1, 4)
+	e := newTaskEnv(t, arkUpstreams(f, arkfake.Key)...)
+	v := e.video(models.VideoRequest{Prompt: ptr("waves")})
+	running := e.waitVideo(v.ID, models.VideoRunning)
+	f.Fail(faketask.Fault{Status: 401, Method: http.MethodGet, Path: "/contents/generations/tasks/" + running.UpstreamTaskID,
+		Body: `{"error":{"code":"AuthenticationError","message":"the API key is revoked"}}`})
+	e.waitFor("the upstream out of rotation", func() bool {
+		_, err := e.svc.Engine.Plan(routing.Request{Media: upstream.MediaVideo})
+		return err != nil
+	})
+	// The task the upstream accepted is still followed to its end; the probe brings the upstream back.
+	e.expectVideoDone(e.waitVideo(v.ID, models.VideoDone, models.VideoFailed))
+	if n := len(f.Requests(http.MethodPost, "/contents/generations/tasks")); n != 1 {
+		t.Fatalf("%d submissions, want 1", n)
+	}
+	if restored, err := e.svc.Engine.ProbeRemoved(context.Background()); err != nil || restored != 1 {
+		t.Fatalf("probe restored %d, %v", restored, err)
+	}
+	if _, err := e.svc.Engine.Plan(routing.Request{Media: upstream.MediaVideo}); err != nil {
+		t.Fatalf("the upstream is not back in rotation: %v", err)
+	}
+}

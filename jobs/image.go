@@ -208,14 +208,14 @@ const maxImageResult int64 = 64 << 20
 
 // pollImage checks the upstream task of an image job once.
 func (s *Service) pollImage(ctx context.Context, j *models.Job, u *upstream.Upstream, taskID string) error {
-	t, err := pollTask(ctx, u, upstream.MediaImage, taskID)
+	t, err := s.pollTask(ctx, u, upstream.MediaImage, taskID)
 	if err != nil {
 		if lostTask(err) {
 			slog.Warn("image: the upstream lost the task", "job_id", j.ID, "upstream", u.Name, "err", err)
 			return s.App.FailJob(context.WithoutCancel(ctx), j.ID, "generation failed; credits refunded, you may resubmit")
 		}
 		slog.Warn("image: polling the upstream failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
-		return river.JobSnooze(retryDelay(err, s.opts.VideoPoll))
+		return river.JobSnooze(retryDelay(err, s.opts.ImagePoll))
 	}
 	return s.imageTaskState(ctx, j, u, t)
 }
@@ -225,16 +225,16 @@ func (s *Service) pollImage(ctx context.Context, j *models.Job, u *upstream.Upst
 func (s *Service) imageTaskState(ctx context.Context, j *models.Job, u *upstream.Upstream, t *upstream.Task) error {
 	switch t.Status {
 	case upstream.TaskSucceeded:
-		body, err := openOutput(ctx, u, t)
+		body, err := s.openOutput(ctx, u, t)
 		if err != nil {
 			slog.Warn("image: downloading the result failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
-			return river.JobSnooze(s.opts.VideoPoll)
+			return river.JobSnooze(s.opts.ImagePoll)
 		}
 		data, err := io.ReadAll(io.LimitReader(body, maxImageResult+1))
 		body.Close()
 		if err != nil {
 			slog.Warn("image: reading the result failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
-			return river.JobSnooze(s.opts.VideoPoll)
+			return river.JobSnooze(s.opts.ImagePoll)
 		}
 		k, derr := media.Detect(data)
 		if derr != nil || k.Type != media.Image || int64(len(data)) > maxImageResult {
@@ -251,7 +251,7 @@ func (s *Service) imageTaskState(ctx context.Context, j *models.Job, u *upstream
 		note = fmt.Sprintf("generating (%d%%)", t.Progress)
 	}
 	_ = s.App.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
-	return river.JobSnooze(s.opts.VideoPoll)
+	return river.JobSnooze(s.opts.ImagePoll)
 }
 
 // storeResult writes a generated image to the media store, at most putConcurrency at once.

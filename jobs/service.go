@@ -48,6 +48,9 @@ type Options struct {
 	CallbackTimeout time.Duration
 	// VideoPoll is how often a running video task is checked at its upstream (default 5 s).
 	VideoPoll time.Duration
+	// ImagePoll is how often a running image task is checked at its upstream (default 2 s, or VideoPoll
+	// when that is shorter): image tasks end in seconds, video tasks in minutes.
+	ImagePoll time.Duration
 	// Events tunes the event broker.
 	Events events.Options
 }
@@ -177,6 +180,9 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	}
 	if opts.VideoPoll <= 0 {
 		opts.VideoPoll = 5 * time.Second
+	}
+	if opts.ImagePoll <= 0 {
+		opts.ImagePoll = min(2*time.Second, opts.VideoPoll)
 	}
 	if opts.CallbackTimeout <= 0 {
 		opts.CallbackTimeout = 10 * time.Second

@@ -145,11 +145,15 @@ func (s *Service) resumeSubmission(ctx context.Context, row *models.UpstreamTask
 	return u, found.ID, nil
 }
 
-// pollTask asks the upstream for the state of a task once, under its soft time-out.
-func pollTask(ctx context.Context, u *upstream.Upstream, m upstream.Media, id string) (*upstream.Task, error) {
+// pollTask asks the upstream for the state of a task once, under its soft time-out. A revoked key or an
+// unpaid account takes the upstream out of rotation (the task itself is polled again until its deadline:
+// the key may be restored or replaced in the upstreams file meanwhile).
+func (s *Service) pollTask(ctx context.Context, u *upstream.Upstream, m upstream.Media, id string) (*upstream.Task, error) {
 	pctx, cancel := context.WithTimeout(ctx, u.SoftTimeout)
 	defer cancel()
-	return u.Tasks().Poll(pctx, m, id)
+	t, err := u.Tasks().Poll(pctx, m, id)
+	s.Engine.Polled(ctx, u.Name, err)
+	return t, err
 }
 
 // lostTask reports whether a poll's error says the provider no longer knows the task.
@@ -175,8 +179,9 @@ func taskFailure(t *upstream.Task) string {
 	return "generation failed; credits refunded, you may resubmit"
 }
 
-// openOutput opens the first output of a succeeded task: its bytes, or a download through the upstream.
-func openOutput(ctx context.Context, u *upstream.Upstream, t *upstream.Task) (io.ReadCloser, error) {
+// openOutput opens the first output of a succeeded task: its bytes, or a download through the upstream
+// (whose revoked key takes it out of rotation, as a poll's does).
+func (s *Service) openOutput(ctx context.Context, u *upstream.Upstream, t *upstream.Task) (io.ReadCloser, error) {
 	if len(t.Outputs) == 0 {
 		return nil, errors.New("the task succeeded without an output")
 	}
@@ -184,7 +189,9 @@ func openOutput(ctx context.Context, u *upstream.Upstream, t *upstream.Task) (io
 	if out.Data != nil {
 		return io.NopCloser(bytes.NewReader(out.Data)), nil
 	}
-	return u.Tasks().Open(ctx, out)
+	body, err := u.Tasks().Open(ctx, out)
+	s.Engine.Polled(ctx, u.Name, err)
+	return body, err
 }
 
 // cancelTask asks an upstream to cancel a task, logging a failure (best effort).

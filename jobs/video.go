@@ -248,7 +248,7 @@ func (s *Service) pollVideo(ctx context.Context, t *models.VideoTask, deadline t
 		slog.Warn("video: the task's upstream is no longer configured", "task_id", t.ID, "upstream", t.Upstream)
 		return s.failVideo(ctx, t, "the video could not be followed to its end; credits refunded, you may resubmit")
 	}
-	st, err := pollTask(ctx, u, upstream.MediaVideo, t.UpstreamTaskID)
+	st, err := s.pollTask(ctx, u, upstream.MediaVideo, t.UpstreamTaskID)
 	if err != nil {
 		if lostTask(err) {
 			slog.Warn("video: the upstream lost the task", "task_id", t.ID, "upstream", t.Upstream, "err", err)
@@ -280,7 +280,7 @@ func (s *Service) progressedAfter(ctx context.Context, t *models.VideoTask, prog
 // storeVideo streams a completed video from its upstream into the media store under
 // videos/<date>/<task id>.mp4 (the extension follows the detected container) and marks the task done.
 func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstream.Upstream, st *upstream.Task, deadline time.Time) error {
-	body, err := openOutput(ctx, u, st)
+	body, err := s.openOutput(ctx, u, st)
 	if err != nil {
 		if ctx.Err() != nil && s.App.Now().Before(deadline) {
 			return handBack("video task", t.ID, ctx.Err())

@@ -164,6 +164,16 @@ func (e *Engine) markRemoved(ctx context.Context, name string, class upstream.Cl
 	}
 }
 
+// Polled reports an error of a call made outside Run for a task the upstream already accepted (a poll,
+// a download): a revoked key or an unpaid account takes the upstream out of rotation as it does in Run,
+// so that no new work is sent there until a probe restores it. Other errors change nothing (a task's
+// polls are not routing attempts).
+func (e *Engine) Polled(ctx context.Context, name string, err error) {
+	if class := upstream.ClassOf(err); err != nil && (class == upstream.ClassRevoked || class == upstream.ClassUnpaid) {
+		e.markRemoved(ctx, name, class, err)
+	}
+}
+
 // ProbeRemoved probes every removed upstream once and restores those that answer; it returns how
 // many were restored. It is meant to run every 60 s.
 func (e *Engine) ProbeRemoved(ctx context.Context) (int, error) {
