@@ -43,7 +43,7 @@ func credentialsFromHeaders(h http.Header) *credentials {
 // resolve turns the credentials into an identity (once, unless perOperation).
 func (c *credentials) resolve(ctx context.Context, app *models.App) (*models.Identity, error) {
 	lookup := func() (*models.Identity, error) {
-		id, err := app.ResolveIdentity(ctx, c.key)
+		id, err := app.Auth().ResolveIdentity(ctx, c.key)
 		if id != nil {
 			id.Agent = c.agent
 		}
@@ -64,7 +64,7 @@ func (r *Resolver) caller(ctx context.Context) (*models.Identity, error) {
 	if c == nil {
 		c = &credentials{}
 	}
-	id, err := c.resolve(ctx, r.svc.App)
+	id, err := c.resolve(ctx, r.svc)
 	if models.KindOf(err) == models.KindUnauthenticated {
 		if st, ok := ctx.Value(httpStatusKey{}).(*httpStatus); ok {
 			st.unauthenticated.Store(true)
@@ -142,7 +142,7 @@ func (r *Resolver) initConnection(ctx context.Context, payload transport.InitPay
 	if c == nil {
 		c = &credentials{}
 	}
-	id, err := c.resolve(ctx, r.svc.App)
+	id, err := c.resolve(ctx, r.svc)
 	if err != nil {
 		var e *models.Error
 		if errors.As(err, &e) && e.Kind == models.KindUnauthenticated {
@@ -153,7 +153,7 @@ func (r *Resolver) initConnection(ctx context.Context, payload transport.InitPay
 	}
 	// Subscriptions follow jobs and video tasks: an identity with nothing to follow has its connection
 	// refused at once (graphql-transport-ws close code 4403).
-	if err := r.svc.MayFollow(id); err != nil {
+	if err := r.svc.Jobs().MayFollow(id); err != nil {
 		return refuse(ctx, closeForbidden, "Forbidden"), nil, err
 	}
 	ctx = withCredentials(ctx, &credentials{key: c.key, agent: c.agent, perOperation: true})

@@ -107,7 +107,7 @@ func TestDocumentBoundsAreSettings(t *testing.T) {
 			"query { ...F ...F a: __typename } fragment F on Query { a: __typename a: __typename }"},
 	}
 	for _, c := range cases {
-		srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs, c.opts))
+		srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs.App, c.opts))
 		if r := e.gqlAt(srv.URL, nil, c.ok, nil); len(r.Errors) > 0 || r.Data == nil {
 			t.Fatalf("%s: at the bound: %d %+v", c.name, r.Status, r.Errors)
 		}

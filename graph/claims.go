@@ -12,5 +12,5 @@ func (r *mutationResolver) CreateClaim(ctx context.Context, input models.ClaimIn
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.CreateClaimCode(ctx, id, input)
+	return r.svc.Claims().CreateClaimCode(ctx, id, input)
 }

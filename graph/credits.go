@@ -12,7 +12,7 @@ func (r *queryResolver) Balance(ctx context.Context) (*models.BalanceView, error
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.Balance(ctx, id)
+	return r.svc.Credits().Balance(ctx, id)
 }
 
 // TenantPool answers the tenant's pool (GET /api/tenant-pool).
@@ -21,7 +21,7 @@ func (r *queryResolver) TenantPool(ctx context.Context) (*models.PoolView, error
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.Pool(ctx, id)
+	return r.svc.Credits().Pool(ctx, id)
 }
 
 // TenantStats answers the tenant's statistics (GET /api/tenant-stats); the core normalises hours.
@@ -30,7 +30,7 @@ func (r *queryResolver) TenantStats(ctx context.Context, hours *int) (*models.St
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.TenantStats(ctx, id, derefInt(hours))
+	return r.svc.Accounts().TenantStats(ctx, id, derefInt(hours))
 }
 
 // TenantUsage answers the tenant's usage per day (GET /api/tenant-usage); the core normalises days.
@@ -39,7 +39,7 @@ func (r *queryResolver) TenantUsage(ctx context.Context, days *int) (*models.Usa
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.TenantUsage(ctx, id, derefInt(days))
+	return r.svc.Accounts().TenantUsage(ctx, id, derefInt(days))
 }
 
 // Accounts lists the tenant's member accounts (GET /api/tenant-accounts).
@@ -48,7 +48,7 @@ func (r *queryResolver) Accounts(ctx context.Context) ([]models.AccountView, err
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.Accounts(ctx, id)
+	return r.svc.Accounts().Accounts(ctx, id)
 }
 
 // CreateAccount creates a member account (POST /api/tenant-accounts create).
@@ -57,7 +57,7 @@ func (r *mutationResolver) CreateAccount(ctx context.Context, input models.Accou
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.CreateAccount(ctx, id, input)
+	return r.svc.Accounts().CreateAccount(ctx, id, input)
 }
 
 // SetAccountQuota sets a member's quota absolutely (set-quota).
@@ -71,7 +71,7 @@ func (r *mutationResolver) SetAccountQuota(ctx context.Context, accountID string
 		c := int64(*credits)
 		in.Credits = &c
 	}
-	return r.svc.SetAccountQuota(ctx, id, accountID, in)
+	return r.svc.Accounts().SetAccountQuota(ctx, id, accountID, in)
 }
 
 // RekeyAccount replaces a member's key (rekey).
@@ -80,7 +80,7 @@ func (r *mutationResolver) RekeyAccount(ctx context.Context, accountID string) (
 	if err != nil {
 		return nil, err
 	}
-	key, err := r.svc.RekeyAccount(ctx, id, accountID)
+	key, err := r.svc.Accounts().RekeyAccount(ctx, id, accountID)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (r *mutationResolver) ToggleAccount(ctx context.Context, accountID string, 
 	if err != nil {
 		return nil, err
 	}
-	if err := r.svc.ToggleAccount(ctx, id, accountID, disabled); err != nil {
+	if err := r.svc.Accounts().ToggleAccount(ctx, id, accountID, disabled); err != nil {
 		return nil, err
 	}
 	return &AccountState{AccountID: accountID, Disabled: disabled}, nil

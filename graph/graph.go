@@ -23,7 +23,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/vektah/gqlparser/v2/ast"
 
-	"studio/jobs"
 	"studio/models"
 )
 
@@ -74,7 +73,7 @@ func orDefault(v, def int) int {
 const maxBody = 1 << 20
 
 // NewHandler returns the HTTP handler of /graphql.
-func NewHandler(svc *jobs.Service, opts Options) http.Handler {
+func NewHandler(svc *models.App, opts Options) http.Handler {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = 10
 	}

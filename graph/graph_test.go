@@ -256,7 +256,7 @@ func TestDepthAndComplexityLimits(t *testing.T) {
 		t.Fatalf("three full pages: %+v, want COMPLEXITY_LIMIT_EXCEEDED", r.Errors)
 	}
 	// The schema has no cycles, so the default depth (10) is a guard for later; check it with a low one.
-	shallow := httptest.NewServer(graph.NewHandler(e.svc.Jobs, graph.Options{MaxDepth: 3}))
+	shallow := httptest.NewServer(graph.NewHandler(e.svc.Jobs.App, graph.Options{MaxDepth: 3}))
 	defer shallow.Close()
 	deep := e.gqlAt(shallow.URL, map[string]string{"X-API-Key": key},
 		`query { ...J } fragment J on Query { jobs { edges { node { steps { name } } } } }`, nil)
@@ -271,7 +271,7 @@ func TestDepthAndComplexityLimits(t *testing.T) {
 func TestSubscriptionsPerConnectionAreBounded(t *testing.T) {
 	e := newEnv(t, upstreams(t, 0, false))
 	_, key := e.tenant("Acme", 10)
-	srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs, graph.Options{MaxSubscriptions: 2}))
+	srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs.App, graph.Options{MaxSubscriptions: 2}))
 	defer srv.Close()
 	c := dial(t, srv.URL, transportWS, nil)
 	c.mustInit(map[string]any{"X-API-Key": key})

@@ -12,7 +12,7 @@ func (r *queryResolver) Job(ctx context.Context, jobID string) (*models.JobView,
 	if err != nil {
 		return nil, err
 	}
-	j, err := r.svc.JobFor(ctx, id, jobID)
+	j, err := r.svc.Jobs().JobFor(ctx, id, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (r *queryResolver) Jobs(ctx context.Context, first *int, after *string, sta
 		}
 		limit = *first
 	}
-	page, err := r.svc.Jobs(ctx, id, deref(status), deref(after), limit)
+	page, err := r.svc.Jobs().Jobs(ctx, id, deref(status), deref(after), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (r *mutationResolver) Generate(ctx context.Context, input models.GenerateRe
 	if err != nil {
 		return nil, err
 	}
-	created, err := r.svc.SubmitImages(ctx, id, []models.GenerateRequest{input})
+	created, err := r.svc.Jobs().SubmitImages(ctx, id, []models.GenerateRequest{input})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (r *mutationResolver) GenerateBatch(ctx context.Context, items []models.Gen
 	if err != nil {
 		return nil, err
 	}
-	created, err := r.svc.SubmitImages(ctx, id, items)
+	created, err := r.svc.Jobs().SubmitImages(ctx, id, items)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (r *mutationResolver) ImageToTemplate(ctx context.Context, input models.Ima
 	if err != nil {
 		return nil, err
 	}
-	j, err := r.svc.SubmitImageToTemplate(ctx, id, input)
+	j, err := r.svc.Jobs().SubmitImageToTemplate(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (r *subscriptionResolver) JobProgress(ctx context.Context, jobID string) (<
 		if err := r.holdSubscription(ctx); err != nil {
 			return nil, err
 		}
-		return r.svc.FollowJob(ctx, id, jobID)
+		return r.svc.Jobs().FollowJob(ctx, id, jobID)
 	})
 }
 
@@ -128,7 +128,7 @@ func (r *subscriptionResolver) Jobs(ctx context.Context) (<-chan *models.JobView
 		if err := r.holdSubscription(ctx); err != nil {
 			return nil, err
 		}
-		return r.svc.FollowJobs(ctx, id)
+		return r.svc.Jobs().FollowJobs(ctx, id)
 	})
 }
 

@@ -16,7 +16,7 @@ func (r *queryResolver) AvailableModels(ctx context.Context, mediaType *string) 
 	if err != nil {
 		return nil, err
 	}
-	catalogue, err := r.svc.ModelCatalogue(id, deref(mediaType))
+	catalogue, err := r.svc.Copy().ModelCatalogue(id, deref(mediaType))
 	if err != nil {
 		return nil, err
 	}

@@ -2,13 +2,12 @@ package graph
 
 import (
 	"context"
-
-	"studio/jobs"
+	"studio/models"
 )
 
 // Resolver is the root of the resolvers: the core and the asynchronous side they call.
 type Resolver struct {
-	svc              *jobs.Service // the front door of the core: every operation goes through it
+	svc              *models.App // the front door of the core: every operation goes through it
 	maxSubscriptions int
 	// setups bounds the subscriptions being set up at once (identity and current state read from the
 	// database), so that thousands of clients reconnecting together queue here instead of piling up on

@@ -213,7 +213,7 @@ func TestConnectionInitAuthentication(t *testing.T) {
 		}
 	})
 	t.Run("no init in time", func(t *testing.T) {
-		srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs, graph.Options{InitTimeout: 200 * time.Millisecond}))
+		srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs.App, graph.Options{InitTimeout: 200 * time.Millisecond}))
 		defer srv.Close()
 		ws := dial(t, srv.URL, transportWS, nil)
 		if code := ws.waitClosed(5 * time.Second); code != 4408 {
@@ -288,7 +288,7 @@ func waitListening(t *testing.T, envs ...*env) {
 func TestKeepAlive(t *testing.T) {
 	e := newEnv(t)
 	_, key := e.tenant("Acme", 1)
-	srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs, graph.Options{KeepAlive: 100 * time.Millisecond}))
+	srv := httptest.NewServer(graph.NewHandler(e.svc.Jobs.App, graph.Options{KeepAlive: 100 * time.Millisecond}))
 	defer srv.Close()
 
 	t.Run("a client that answers pings stays", func(t *testing.T) {

@@ -12,7 +12,7 @@ func (r *queryResolver) Templates(ctx context.Context, typeArg *string, source *
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.ListTemplates(ctx, id, models.TemplateFilter{Type: deref(typeArg), Source: deref(source)})
+	return r.svc.Templates().ListTemplates(ctx, id, models.TemplateFilter{Type: deref(typeArg), Source: deref(source)})
 }
 
 // VideoTemplates lists the video templates the caller may see (GET /api/video-templates).
@@ -21,7 +21,7 @@ func (r *queryResolver) VideoTemplates(ctx context.Context, source *string) ([]m
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.ListVideoTemplates(ctx, id, deref(source))
+	return r.svc.Templates().ListVideoTemplates(ctx, id, deref(source))
 }
 
 // Skills lists the published skills (GET /api/skills).
@@ -30,7 +30,7 @@ func (r *queryResolver) Skills(ctx context.Context) ([]models.Skill, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.ListSkills(ctx, id)
+	return r.svc.Templates().ListSkills(ctx, id)
 }
 
 // TemplateHooks lists the tenant's pipeline hooks (GET /api/template-hooks).
@@ -39,7 +39,7 @@ func (r *queryResolver) TemplateHooks(ctx context.Context, imageTemplateSlug *st
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.ListHooks(ctx, id, deref(imageTemplateSlug))
+	return r.svc.Accounts().ListHooks(ctx, id, deref(imageTemplateSlug))
 }
 
 // CreateTemplate creates an image or copy template (POST /api/templates).
@@ -48,7 +48,7 @@ func (r *mutationResolver) CreateTemplate(ctx context.Context, input models.Temp
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.CreateTemplate(ctx, id, input)
+	return r.svc.Templates().CreateTemplate(ctx, id, input)
 }
 
 // UpdateTemplate changes a template (PATCH /api/templates).
@@ -57,7 +57,7 @@ func (r *mutationResolver) UpdateTemplate(ctx context.Context, input models.Temp
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.UpdateTemplate(ctx, id, input)
+	return r.svc.Templates().UpdateTemplate(ctx, id, input)
 }
 
 // CreateVideoTemplate creates a video template (POST /api/video-templates).
@@ -66,7 +66,7 @@ func (r *mutationResolver) CreateVideoTemplate(ctx context.Context, input models
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.CreateVideoTemplate(ctx, id, input)
+	return r.svc.Templates().CreateVideoTemplate(ctx, id, input)
 }
 
 // UpdateVideoTemplate changes a video template (PATCH /api/video-templates).
@@ -75,7 +75,7 @@ func (r *mutationResolver) UpdateVideoTemplate(ctx context.Context, input models
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.UpdateVideoTemplate(ctx, id, input)
+	return r.svc.Templates().UpdateVideoTemplate(ctx, id, input)
 }
 
 // UpsertTemplateHook stores a hook (POST /api/template-hooks).
@@ -84,7 +84,7 @@ func (r *mutationResolver) UpsertTemplateHook(ctx context.Context, input models.
 	if err != nil {
 		return nil, err
 	}
-	hook, created, err := r.svc.UpsertHook(ctx, id, input)
+	hook, created, err := r.svc.Accounts().UpsertHook(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func (r *mutationResolver) UpdateTemplateHook(ctx context.Context, input models.
 	if err != nil {
 		return nil, err
 	}
-	return r.svc.UpdateHook(ctx, id, input)
+	return r.svc.Accounts().UpdateHook(ctx, id, input)
 }
 
 // DeleteTemplateHook deletes a hook (DELETE /api/template-hooks).
@@ -106,7 +106,7 @@ func (r *mutationResolver) DeleteTemplateHook(ctx context.Context, hookID string
 	if err != nil {
 		return nil, err
 	}
-	if err := r.svc.DeleteHook(ctx, id, hookID); err != nil {
+	if err := r.svc.Accounts().DeleteHook(ctx, id, hookID); err != nil {
 		return nil, err
 	}
 	return &DeletedTemplateHook{ID: hookID}, nil

@@ -12,7 +12,7 @@ func (r *queryResolver) VideoTask(ctx context.Context, taskID string) (*models.V
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.svc.VideoTaskFor(ctx, id, taskID)
+	t, err := r.svc.Videos().VideoTaskFor(ctx, id, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (r *queryResolver) VideoTasks(ctx context.Context, pageNum *int, pageSize *
 	if pageSize != nil {
 		size = *pageSize
 	}
-	return r.svc.VideoTasks(ctx, id, deref(status), num, size)
+	return r.svc.Videos().VideoTasks(ctx, id, deref(status), num, size)
 }
 
 // SubmitVideo submits a video task (POST /api/videos).
@@ -42,7 +42,7 @@ func (r *mutationResolver) SubmitVideo(ctx context.Context, input models.VideoRe
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.svc.SubmitVideo(ctx, id, input)
+	t, err := r.svc.Videos().SubmitVideo(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (r *mutationResolver) CancelVideo(ctx context.Context, taskID string) (*mod
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.svc.CancelVideo(ctx, id, taskID)
+	t, err := r.svc.Videos().CancelVideo(ctx, id, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +79,6 @@ func (r *subscriptionResolver) VideoProgress(ctx context.Context, taskID string)
 		if err := r.holdSubscription(ctx); err != nil {
 			return nil, err
 		}
-		return r.svc.FollowVideo(ctx, id, taskID)
+		return r.svc.Videos().FollowVideo(ctx, id, taskID)
 	})
 }

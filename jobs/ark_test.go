@@ -87,7 +87,7 @@ func TestArkVideoCancelCancelsTheUpstreamTask(t *testing.T) {
 	e := newTaskEnv(t, arkUpstreams(f, arkfake.Key)...)
 	v := e.video(models.VideoRequest{Prompt: ptr("waves")})
 	running := e.waitVideo(v.ID, models.VideoRunning)
-	if _, err := e.svc.CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
+	if _, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.Peek(running.UpstreamTaskID); got.State != faketask.Cancelled {
@@ -161,7 +161,7 @@ func TestArkRevokedKeyLeavesRotationUntilAProbeSucceeds(t *testing.T) {
 	v := e.waitVideo(e.video(models.VideoRequest{Prompt: ptr("waves")}).ID, models.VideoFailed, models.VideoDone)
 	e.expectRefunded(v.Error, "credits refunded", arkNames...)
 	d := 5.0
-	if _, err := e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("w"), Duration: &d, Resolution: "720p"}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("w"), Duration: &d, Resolution: "720p"}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("a submission while the only upstream is out of rotation = %v, want %s", err, models.NoUpstreamMessage)
 	}
 	restored, err := e.svc.Engine.ProbeRemoved(context.Background())
@@ -186,12 +186,12 @@ func TestArkNoCapableUpstreamIsRefusedAtSubmit(t *testing.T) {
 	f := arkfake.New()
 	t.Cleanup(f.Close)
 	e := newTaskEnv(t, arkUpstreams(f, arkfake.Key)...)
-	_, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), Background: "transparent"}})
+	_, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), Background: "transparent"}})
 	if models.KindOf(err) != models.KindNoUpstream || !strings.Contains(err.Error(), models.NoUpstreamMessage) {
 		t.Fatalf("transparent on Ark = %v, want %s", err, models.NoUpstreamMessage)
 	}
 	d := 5.0
-	_, err = e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("x"), Duration: &d, Resolution: "720p", Audios: []string{"https://a.example/a.mp3"}})
+	_, err = e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("x"), Duration: &d, Resolution: "720p", Audios: []string{"https://a.example/a.mp3"}})
 	if models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("audios on an upstream that does not declare them = %v", err)
 	}
@@ -220,7 +220,7 @@ func TestArkLostSubmissionIsNeverSubmittedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := e.video(models.VideoRequest{Prompt: ptr("waves again")})
-	if _, err := e.svc.App.BeginUpstreamSubmit(context.Background(), task.ID, "video", "seedance-a"); err != nil {
+	if _, err := e.svc.App.Jobs().BeginUpstreamSubmit(context.Background(), task.ID, "video", "seedance-a"); err != nil {
 		t.Fatal(err)
 	}
 	e.start()

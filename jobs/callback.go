@@ -65,7 +65,7 @@ func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration {
 
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
 	app := w.s.App
-	j, err := app.Job(ctx, job.Args.JobID)
+	j, err := app.Jobs().Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
 			return nil
@@ -76,14 +76,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		return nil
 	}
 	body, _ := json.Marshal(CallbackBody{JobID: j.ID, Status: j.Status, CDNURL: j.CDNURL, Error: j.Error, ElapsedMS: j.ElapsedMS, CostUSD: j.CostUSD})
-	secret, err := app.CallbackKey(ctx, j)
+	secret, err := app.Jobs().CallbackKey(ctx, j)
 	if err != nil {
 		return err
 	}
 	derr := w.deliver(ctx, j, secret, body)
 	if derr == nil {
 		metrics.CallbackDeliveries.WithLabelValues("delivered").Inc()
-		return app.SetCallbackState(ctx, j.ID, "delivered", "")
+		return app.Jobs().SetCallbackState(ctx, j.ID, "delivered", "")
 	}
 	state := "pending"
 	var refused *river.JobCancelError
@@ -91,12 +91,12 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		state = "failed"
 	}
 	metrics.CallbackDeliveries.WithLabelValues(map[string]string{"pending": "retry", "failed": "failed"}[state]).Inc()
-	_ = app.SetCallbackState(ctx, j.ID, state, derr.Error())
+	_ = app.Jobs().SetCallbackState(ctx, j.ID, state, derr.Error())
 	return derr
 }
 
 func (w *callbackWorker) deliver(ctx context.Context, j *models.Job, secret, body []byte) error {
-	if err := w.s.App.CheckCallbackURL(ctx, j.CallbackURL); err != nil {
+	if err := w.s.App.Jobs().CheckCallbackURL(ctx, j.CallbackURL); err != nil {
 		return river.JobCancel(err)
 	}
 	ts := time.Now().Unix()

@@ -48,7 +48,7 @@ func TestDashScopeCancelRefusalAndClasses(t *testing.T) {
 	f.SetPolls(1000, 0)
 	e := newTaskEnv(t, dashscopeUpstreams(f)...)
 	v := e.waitVideo(e.video(models.VideoRequest{Prompt: ptr("slow")}).ID, models.VideoRunning)
-	if _, err := e.svc.CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
+	if _, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.Peek(v.UpstreamTaskID[len("ds-"):]); got.State != faketask.Cancelled {
@@ -65,14 +65,14 @@ func TestDashScopeCancelRefusalAndClasses(t *testing.T) {
 	f.Fail(faketask.Fault{Status: 400, Method: http.MethodPost, Body: `{"code":"Arrearage","message":"overdue"}`})
 	j = e.waitJob(e.image(models.GenerateRequest{Prompt: ptr("a cup")}).ID)
 	e.expectSpendable(99, j.Error, "credits refunded", dashscopeNames...)
-	if _, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x")}}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x")}}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("submit while the unpaid upstream is out = %v", err)
 	}
 	if n, err := e.svc.Engine.ProbeRemoved(context.Background()); n != 1 || err != nil {
 		t.Fatalf("probe restored %d, %v", n, err)
 	}
 	e.expectImageDone(e.waitJob(e.image(models.GenerateRequest{Prompt: ptr("a cup")}).ID))
-	if _, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), ReferenceImages: []string{"https://a.example/x.png"}}}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), ReferenceImages: []string{"https://a.example/x.png"}}}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("reference images on DashScope = %v", err)
 	}
 }

@@ -69,7 +69,7 @@ func TestFalVideoCancelCancelsTheQueueRequest(t *testing.T) {
 	f.SetPolls(1000, 0)
 	e := newTaskEnv(t, falUpstreams(f, falfake.Key)...)
 	running := e.waitVideo(e.video(models.VideoRequest{Prompt: ptr("waves")}).ID, models.VideoRunning)
-	if _, err := e.svc.CancelVideo(context.Background(), e.tenant, running.ID); err != nil {
+	if _, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, running.ID); err != nil {
 		t.Fatal(err)
 	}
 	id := running.UpstreamTaskID[strings.LastIndex(running.UpstreamTaskID, "/")+1:]
@@ -132,7 +132,7 @@ func TestFalRevokedKeyLeavesRotationUntilAProbeSucceeds(t *testing.T) {
 	v := e.waitVideo(e.video(models.VideoRequest{Prompt: ptr("waves")}).ID, models.VideoFailed, models.VideoDone)
 	e.expectRefunded(v.Error, "credits refunded", falNames...)
 	d := 5.0
-	if _, err := e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("w"), Duration: &d, Resolution: "720p"}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("w"), Duration: &d, Resolution: "720p"}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("a submission while the only upstream is out = %v", err)
 	}
 	if n, err := e.svc.Engine.ProbeRemoved(context.Background()); n != 1 || err != nil {
@@ -155,11 +155,11 @@ func TestFalNoCapableUpstreamIsRefusedAtSubmit(t *testing.T) {
 	f := falfake.New()
 	t.Cleanup(f.Close)
 	e := newTaskEnv(t, falUpstreams(f, falfake.Key)...)
-	if _, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), Resolution: "2k"}}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), Resolution: "2k"}}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("2k on fal = %v", err)
 	}
 	d := 5.0
-	if _, err := e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("x"), Duration: &d, Resolution: "720p", Images: []string{"https://a.example/x.png"}}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("x"), Duration: &d, Resolution: "720p", Images: []string{"https://a.example/x.png"}}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("images on a text-to-video upstream = %v", err)
 	}
 	if e.spendable() != 100 || len(f.Requests("", "")) != 0 {
@@ -183,7 +183,7 @@ func TestFalLostSubmissionIsNeverSubmittedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := e.video(models.VideoRequest{Prompt: ptr("waves again")})
-	if _, err := e.svc.App.BeginUpstreamSubmit(context.Background(), task.ID, "video", "seedance-f"); err != nil {
+	if _, err := e.svc.App.Jobs().BeginUpstreamSubmit(context.Background(), task.ID, "video", "seedance-f"); err != nil {
 		t.Fatal(err)
 	}
 	e.start()

@@ -92,7 +92,7 @@ func TestGeminiVideoCancelStopsFollowingTheOperation(t *testing.T) {
 	f.SetPolls(1000, 0)
 	e := newTaskEnv(t, geminiUpstreams(f, geminifake.Key)...)
 	v := e.waitVideo(e.video(veo("waves")).ID, models.VideoRunning)
-	if _, err := e.svc.CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
+	if _, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	if e.spendable() != 100 {
@@ -165,7 +165,7 @@ func TestGeminiRevokedKeyLeavesRotationUntilAProbeSucceeds(t *testing.T) {
 	f.Fail(faketask.Fault{Status: 400, Method: http.MethodPost, Body: `{"error":{"code":400,"message":"API key expired. Please renew the API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_EXPIRED","domain":"googleapis.com"}]}}`})
 	v := e.waitVideo(e.video(veo("waves")).ID, models.VideoFailed, models.VideoDone)
 	e.expectRefunded(v.Error, "credits refunded", geminiNames...)
-	if _, err := e.svc.SubmitVideo(context.Background(), e.tenant, veo("w")); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, veo("w")); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("a submission while the only upstream is out of rotation = %v", err)
 	}
 	restored, err := e.svc.Engine.ProbeRemoved(context.Background())
@@ -191,13 +191,13 @@ func TestGeminiNoCapableUpstreamIsRefusedAtSubmit(t *testing.T) {
 	t.Cleanup(f.Close)
 	e := newTaskEnv(t, geminiUpstreams(f, geminifake.Key)...)
 	for _, r := range []models.GenerateRequest{{Prompt: ptr("x"), Background: "transparent"}, {Prompt: ptr("x"), Resolution: "4k"}} {
-		if _, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{r}); models.KindOf(err) != models.KindNoUpstream {
+		if _, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{r}); models.KindOf(err) != models.KindNoUpstream {
 			t.Fatalf("%+v on Gemini = %v, want %s", r, err, models.NoUpstreamMessage)
 		}
 	}
 	req := veo("x")
 	req.Images = []string{"https://a.example/first.png"}
-	if _, err := e.svc.SubmitVideo(context.Background(), e.tenant, req); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, req); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("image-to-video on Veo = %v", err)
 	}
 	if e.spendable() != 100 || len(f.Requests("", "")) != 0 {
@@ -221,7 +221,7 @@ func TestGeminiLostSubmissionIsNeverSubmittedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := e.video(veo("waves again"))
-	if _, err := e.svc.App.BeginUpstreamSubmit(context.Background(), task.ID, "video", "veo-a"); err != nil {
+	if _, err := e.svc.App.Jobs().BeginUpstreamSubmit(context.Background(), task.ID, "video", "veo-a"); err != nil {
 		t.Fatal(err)
 	}
 	e.start()

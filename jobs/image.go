@@ -12,52 +12,11 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
 	"studio/models/media"
 )
-
-// SubmitImages validates, routes and charges image requests, then queues them: all accepted or none.
-// A request no upstream can serve is refused before anything is charged.
-func (s *Service) SubmitImages(ctx context.Context, id *models.Identity, reqs []models.GenerateRequest) ([]*models.Job, error) {
-	if err := id.Require(models.CapGenerate); err != nil {
-		return nil, err
-	}
-	if len(reqs) == 0 {
-		return nil, models.Invalid("items must hold at least one request")
-	}
-	if len(reqs) > models.MaxBatch {
-		return nil, models.Invalid("a batch holds at most %d items, got %d", models.MaxBatch, len(reqs))
-	}
-	prepared := make([]*models.PreparedImage, len(reqs))
-	for i, req := range reqs {
-		p, err := s.App.PrepareImage(ctx, id, req)
-		if err != nil {
-			if len(reqs) > 1 {
-				return nil, prefixError(fmt.Sprintf("items[%d]: ", i), err)
-			}
-			return nil, err
-		}
-		if err := s.checkRoute(&p.Params); err != nil {
-			return nil, err
-		}
-		prepared[i] = p
-	}
-	return s.App.CreateImageJobs(ctx, id, prepared)
-}
-
-// prefixError adds a prefix to the message of a core error.
-func prefixError(prefix string, err error) error {
-	var e *models.Error
-	if errors.As(err, &e) && e.Kind == models.KindInvalid {
-		c := *e
-		c.Message = prefix + e.Message
-		return &c
-	}
-	return err
-}
 
 // imageRoute is the routing request of image parameters.
 func imageRoute(p *models.ImageParams) routing.Request {
@@ -66,12 +25,6 @@ func imageRoute(p *models.ImageParams) routing.Request {
 		req.Needs = append(req.Needs, upstream.Capability(c))
 	}
 	return req
-}
-
-// checkRoute refuses, before any charge, a request that no upstream can serve or that names an unknown model.
-func (s *Service) checkRoute(p *models.ImageParams) error {
-	_, err := s.Engine.Plan(imageRoute(p))
-	return calls.RouteError(err)
 }
 
 // imageWorker runs one image job to its end: done with a stored result, or failed and refunded.
@@ -88,7 +41,7 @@ func (w *imageWorker) NextRetry(job *river.Job[ImageJobArgs]) time.Time {
 }
 
 func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
-	j, err := w.s.App.Job(ctx, job.Args.JobID)
+	j, err := w.s.App.Jobs().Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
 			return nil
@@ -105,7 +58,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 	if j.Status != models.JobPending {
 		return nil
 	}
-	row, err := app.UpstreamTaskOf(ctx, j.ID)
+	row, err := app.Jobs().UpstreamTaskOf(ctx, j.ID)
 	if err != nil {
 		return err
 	}
@@ -113,7 +66,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		if row != nil && row.State == models.UpstreamTaskSubmitted {
 			s.cancelTask(ctx, j.ID, row.Upstream, upstream.MediaImage, row.TaskID)
 		}
-		return app.FailJob(ctx, j.ID, fmt.Sprintf("generation timed out after %s; credits refunded", app.Config.JobDeadline))
+		return app.Jobs().FailJob(ctx, j.ID, fmt.Sprintf("generation timed out after %s; credits refunded", app.Config.JobDeadline))
 	}
 	runUntil := j.Deadline
 	if budget := app.Now().Add(attemptBudget(app.Config.JobDeadline)); budget.Before(runUntil) {
@@ -123,7 +76,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 	defer cancel()
 	p, err := j.JobParams()
 	if err != nil {
-		return app.FailJob(ctx, j.ID, "the job's parameters are unreadable; credits refunded")
+		return app.Jobs().FailJob(ctx, j.ID, "the job's parameters are unreadable; credits refunded")
 	}
 	start := time.Now()
 	if row != nil && row.State != models.UpstreamTaskNone {
@@ -131,7 +84,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		u, taskID, err := s.resumeSubmission(ctx, row)
 		switch {
 		case errors.Is(err, errLostSubmission):
-			return app.FailJob(context.WithoutCancel(ctx), j.ID, lostSubmissionMessage)
+			return app.Jobs().FailJob(context.WithoutCancel(ctx), j.ID, lostSubmissionMessage)
 		case err != nil:
 			return err
 		case u != nil:
@@ -143,24 +96,24 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 	}
 	if p.SpecMD != "" {
 		prompt, err := s.expandSpec(ctx, "image", p.SpecMD, p.SpecInput, func(note string) {
-			_ = app.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
+			_ = app.Jobs().SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
 		})
 		if err != nil {
 			return s.failGeneration(ctx, j, err)
 		}
 		p.Prompt = prompt
-		if err := app.SetJobStep(ctx, j.ID, 1); err != nil {
+		if err := app.Jobs().SetJobStep(ctx, j.ID, 1); err != nil {
 			return err
 		}
 	}
 	req, err := s.imageRequest(ctx, &p)
 	if err != nil {
-		return app.FailJob(ctx, j.ID, err.Error())
+		return app.Jobs().FailJob(ctx, j.ID, err.Error())
 	}
 	var img *upstream.Image
 	var used *upstream.Upstream
 	var task *submitted
-	err = s.Engine.Run(ctx, imageRoute(&p), func(note string) { _ = app.SetJobProgress(context.WithoutCancel(ctx), j.ID, note) },
+	err = s.Engine.Run(ctx, imageRoute(&p), func(note string) { _ = app.Jobs().SetJobProgress(context.WithoutCancel(ctx), j.ID, note) },
 		func(ctx context.Context, u *upstream.Upstream) error {
 			if u.Tasks() != nil {
 				out, err := s.submitTask(ctx, j.ID, u, upstream.TaskRequest{Media: upstream.MediaImage, Image: req})
@@ -200,7 +153,7 @@ func (s *Service) completeImage(ctx context.Context, j *models.Job, img *upstrea
 		slog.Error("storing a generated image failed; the queue retries", "job_id", j.ID, "err", err)
 		return fmt.Errorf("jobs: store result: %w", err)
 	}
-	return s.App.CompleteJob(context.WithoutCancel(ctx), j, s.media.URL(key), costUSD, elapsed)
+	return s.App.Jobs().CompleteJob(context.WithoutCancel(ctx), j, s.media.URL(key), costUSD, elapsed)
 }
 
 // maxImageResult bounds a generated image copied from an upstream task into the media store.
@@ -212,7 +165,7 @@ func (s *Service) pollImage(ctx context.Context, j *models.Job, u *upstream.Upst
 	if err != nil {
 		if lostTask(err) {
 			slog.Warn("image: the upstream lost the task", "job_id", j.ID, "upstream", u.Name, "err", err)
-			return s.App.FailJob(context.WithoutCancel(ctx), j.ID, "generation failed; credits refunded, you may resubmit")
+			return s.App.Jobs().FailJob(context.WithoutCancel(ctx), j.ID, "generation failed; credits refunded, you may resubmit")
 		}
 		slog.Warn("image: polling the upstream failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
 		return river.JobSnooze(retryDelay(err, s.opts.ImagePoll))
@@ -239,18 +192,18 @@ func (s *Service) imageTaskState(ctx context.Context, j *models.Job, u *upstream
 		k, derr := media.Detect(data)
 		if derr != nil || k.Type != media.Image || int64(len(data)) > maxImageResult {
 			slog.Warn("image: the upstream's result is unusable", "job_id", j.ID, "upstream", u.Name, "err", derr, "size", len(data))
-			return s.App.FailJob(context.WithoutCancel(ctx), j.ID, "the generated image could not be used; credits refunded, you may resubmit")
+			return s.App.Jobs().FailJob(context.WithoutCancel(ctx), j.ID, "the generated image could not be used; credits refunded, you may resubmit")
 		}
 		return s.completeImage(ctx, j, &upstream.Image{Data: data, MIME: k.MIME}, u.CostUSD, s.App.Now().Sub(j.CreatedAt))
 	case upstream.TaskFailed, upstream.TaskCancelled:
 		slog.Warn("image: the upstream failed the task", "job_id", j.ID, "upstream", u.Name, "detail", t.Err)
-		return s.App.FailJob(context.WithoutCancel(ctx), j.ID, taskFailure(t))
+		return s.App.Jobs().FailJob(context.WithoutCancel(ctx), j.ID, taskFailure(t))
 	}
 	note := "generating"
 	if t.Progress > 0 && t.Progress < 100 {
 		note = fmt.Sprintf("generating (%d%%)", t.Progress)
 	}
-	_ = s.App.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
+	_ = s.App.Jobs().SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
 	return river.JobSnooze(s.opts.ImagePoll)
 }
 
@@ -285,7 +238,7 @@ func (s *Service) failGeneration(ctx context.Context, j *models.Job, err error) 
 		}
 		msg += "; credits refunded, you may resubmit"
 	}
-	return s.App.FailJob(context.WithoutCancel(ctx), j.ID, msg)
+	return s.App.Jobs().FailJob(context.WithoutCancel(ctx), j.ID, msg)
 }
 
 // imageRequest fetches the reference pictures of a job (this service's own media or public URLs).

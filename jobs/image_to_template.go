@@ -5,29 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 
-	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
 	"studio/models/media"
 )
-
-// SubmitImageToTemplate charges and queues an image-to-template job (read the image, choose
-// placeholders, create the template).
-func (s *Service) SubmitImageToTemplate(ctx context.Context, id *models.Identity, req models.ImageToTemplateRequest) (*models.Job, error) {
-	p, err := s.App.PrepareImageToTemplate(ctx, id, req)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.Engine.Plan(routing.Request{Media: upstream.MediaChat, Needs: []upstream.Capability{upstream.CapVision}}); err != nil {
-		return nil, calls.RouteError(err)
-	}
-	jobs, err := s.App.CreateImageJobs(ctx, id, []*models.PreparedImage{p})
-	if err != nil {
-		return nil, err
-	}
-	return jobs[0], nil
-}
 
 // readInstruction asks an image-reading upstream for the parts of a template.
 const readInstruction = `Describe this picture as a reusable image template. Answer with one JSON object:
@@ -40,15 +22,15 @@ title, subtitle, subject, date, location, watermark, body, cta, style.`
 func (s *Service) runImageToTemplate(ctx context.Context, j *models.Job, p models.ImageParams) error {
 	img, err := s.fetchImage(ctx, p.SourceImage)
 	if err != nil {
-		return s.App.FailJob(ctx, j.ID, "image_url could not be read ("+err.Error()+"); credits refunded")
+		return s.App.Jobs().FailJob(ctx, j.ID, "image_url could not be read ("+err.Error()+"); credits refunded")
 	}
 	kind, err := media.Detect(img)
 	if err != nil {
-		return s.App.FailJob(ctx, j.ID, "image_url is not a supported picture; credits refunded")
+		return s.App.Jobs().FailJob(ctx, j.ID, "image_url is not a supported picture; credits refunded")
 	}
 	var text string
 	err = s.Engine.Run(ctx, routing.Request{Media: upstream.MediaChat, Needs: []upstream.Capability{upstream.CapVision}}, func(note string) {
-		_ = s.App.SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
+		_ = s.App.Jobs().SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
 	}, func(ctx context.Context, u *upstream.Upstream) error {
 		out, err := u.Chat().ReadImage(ctx, upstream.ReadImageRequest{Image: img, MIME: kind.MIME, Instruction: readInstruction})
 		text = out
@@ -57,7 +39,7 @@ func (s *Service) runImageToTemplate(ctx context.Context, j *models.Job, p model
 	if err != nil {
 		return s.failGeneration(ctx, j, err)
 	}
-	if err := s.App.SetJobStep(ctx, j.ID, 1); err != nil {
+	if err := s.App.Jobs().SetJobStep(ctx, j.ID, 1); err != nil {
 		return err
 	}
 	var got struct {
@@ -70,15 +52,15 @@ func (s *Service) runImageToTemplate(ctx context.Context, j *models.Job, p model
 		Placeholders []string `json:"placeholders"`
 	}
 	if err := json.Unmarshal([]byte(extractJSON(text)), &got); err != nil || strings.TrimSpace(got.Prompt) == "" {
-		return s.App.FailJob(ctx, j.ID, "the picture could not be turned into a template (unreadable description); credits refunded")
+		return s.App.Jobs().FailJob(ctx, j.ID, "the picture could not be turned into a template (unreadable description); credits refunded")
 	}
 	if got.Ratio == "" {
 		got.Ratio = got.AspectRatio
 	}
-	if err := s.App.SetJobStep(ctx, j.ID, 2); err != nil {
+	if err := s.App.Jobs().SetJobStep(ctx, j.ID, 2); err != nil {
 		return err
 	}
-	return s.App.CompleteImageToTemplate(context.WithoutCancel(ctx), j.ID, models.TemplateDraft{ZhName: got.ZhName,
+	return s.App.Jobs().CompleteImageToTemplate(context.WithoutCancel(ctx), j.ID, models.TemplateDraft{ZhName: got.ZhName,
 		Description: got.Description, Prompt: got.Prompt, Ratio: got.Ratio, Genre: got.Genre, Roles: got.Placeholders})
 }
 

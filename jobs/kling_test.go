@@ -33,7 +33,7 @@ func TestKlingImageEndToEndIsPolled(t *testing.T) {
 	e := newTaskEnv(t, klingUpstreams(f, klingfake.AccessKey)...)
 	j := e.image(models.GenerateRequest{Prompt: ptr("a tea cup"), Ratio: "4:3"})
 	e.waitFor("a progress note", func() bool {
-		got, _ := e.svc.App.Job(context.Background(), j.ID)
+		got, _ := e.svc.App.Jobs().Job(context.Background(), j.ID)
 		return got.Status == models.JobPending && got.Progress != ""
 	})
 	done := e.waitJob(j.ID)
@@ -82,7 +82,7 @@ func TestKlingCancelRefusalAndErrorClasses(t *testing.T) {
 	e := newTaskEnv(t, klingUpstreams(f, klingfake.AccessKey)...)
 	v := e.video(models.VideoRequest{Prompt: ptr("slow")})
 	e.waitVideo(v.ID, models.VideoRunning)
-	if c, err := e.svc.CancelVideo(context.Background(), e.tenant, v.ID); err != nil || c.Status != models.VideoCancelled {
+	if c, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, v.ID); err != nil || c.Status != models.VideoCancelled {
 		t.Fatalf("cancel %v %v", c, err)
 	}
 	e.expectSpendable(100, ptr("cancelled"), "cancelled")
@@ -101,13 +101,13 @@ func TestKlingCancelRefusalAndErrorClasses(t *testing.T) {
 	f.Fail(faketask.Fault{Status: 429, Method: http.MethodPost, Body: `{"code":1102,"message":"resource pack exhausted"}`})
 	j = e.waitJob(e.image(models.GenerateRequest{Prompt: ptr("a cup")}).ID)
 	e.expectSpendable(99, j.Error, "credits refunded", klingNames...)
-	if _, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x")}}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x")}}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("submit while the unpaid upstream is out = %v", err)
 	}
 	if n, err := e.svc.Engine.ProbeRemoved(context.Background()); n != 1 || err != nil {
 		t.Fatalf("probe restored %d %v", n, err)
 	}
-	_, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), Background: "transparent"}})
+	_, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), Background: "transparent"}})
 	if models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("transparent = %v", err)
 	}

@@ -70,7 +70,7 @@ func TestReplicateVideoCancelCancelsThePrediction(t *testing.T) {
 	v := e.video(models.VideoRequest{Prompt: ptr("waves")})
 	e.waitFor("processing", func() bool { return len(f.Requests(http.MethodGet, "/v1/predictions/rp")) >= 2 })
 	running := e.waitVideo(v.ID, models.VideoRunning)
-	if _, err := e.svc.CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
+	if _, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, v.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.Peek(running.UpstreamTaskID); got.State != faketask.Cancelled {
@@ -129,7 +129,7 @@ func TestReplicateRevokedTokenLeavesRotationUntilAProbeSucceeds(t *testing.T) {
 	v := e.waitVideo(e.video(models.VideoRequest{Prompt: ptr("waves")}).ID, models.VideoFailed, models.VideoDone)
 	e.expectRefunded(v.Error, "credits refunded", replicateNames...)
 	d := 5.0
-	if _, err := e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("w"), Duration: &d, Resolution: "720p"}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("w"), Duration: &d, Resolution: "720p"}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("a submission while the only upstream is out = %v", err)
 	}
 	if n, err := e.svc.Engine.ProbeRemoved(context.Background()); n != 1 || err != nil {
@@ -152,11 +152,11 @@ func TestReplicateNoCapableUpstreamIsRefusedAtSubmit(t *testing.T) {
 	f := replicatefake.New()
 	t.Cleanup(f.Close)
 	e := newTaskEnv(t, replicateUpstreams(f, replicatefake.Key)...)
-	if _, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), ReferenceImages: []string{"https://a.example/x.png"}}}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), ReferenceImages: []string{"https://a.example/x.png"}}}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("reference images on Replicate = %v", err)
 	}
 	d := 5.0
-	if _, err := e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("x"), Duration: &d, Resolution: "720p", GenerateAudio: true}); models.KindOf(err) != models.KindNoUpstream {
+	if _, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: ptr("x"), Duration: &d, Resolution: "720p", GenerateAudio: true}); models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("generate_audio on Replicate = %v", err)
 	}
 	if e.spendable() != 100 || len(f.Requests("", "")) != 0 {
@@ -180,7 +180,7 @@ func TestReplicateLostSubmissionIsNeverSubmittedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := e.video(models.VideoRequest{Prompt: ptr("waves again")})
-	if _, err := e.svc.App.BeginUpstreamSubmit(context.Background(), task.ID, "video", "seedance-r"); err != nil {
+	if _, err := e.svc.App.Jobs().BeginUpstreamSubmit(context.Background(), task.ID, "video", "seedance-r"); err != nil {
 		t.Fatal(err)
 	}
 	e.start()

@@ -58,8 +58,8 @@ type Options struct {
 // Service is the asynchronous core: routing, the queue and its workers, the event broker and the chat
 // relay, around the core (models.App) they are given to.
 type Service struct {
-	// App is the core, built by New with this service's queue, broker and binding check as its deps.
-	*models.App
+	// App is the core, built by New with this service's queue, broker, binding check and router as its deps.
+	App    *models.App
 	Engine *routing.Engine
 	// Events delivers the changes of jobs and video tasks; the caller starts and stops it (it runs
 	// without the workers too).
@@ -223,7 +223,8 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 		opts.Events.MaxPerIdentity = cfg.MaxSubscriptionsPerIdentity
 	}
 	s.Events = events.New(db, opts.Events)
-	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams}})
+	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams},
+		Router: router{s}, Follower: s.Events, Process: s})
 	if err != nil {
 		return nil, err
 	}
@@ -285,43 +286,6 @@ func (b bindings) CheckBinding(model string) error {
 		return nil
 	}
 	return models.Invalid("unknown model family or channel %q", model)
-}
-
-// RelayChat relays an OpenAI chat/completions body (relay.Relay.Completions).
-func (s *Service) RelayChat(ctx context.Context, id *models.Identity, body []byte, w http.ResponseWriter) error {
-	return s.relay.Completions(ctx, id, body, w)
-}
-
-// AgentChat answers POST /api/chat (relay.Relay.Agent).
-func (s *Service) AgentChat(ctx context.Context, id *models.Identity, req relay.AgentRequest) (*relay.AgentReply, error) {
-	return s.relay.Agent(ctx, id, req)
-}
-
-// ChatModels lists the models of GET /api/models (relay.Relay.Models).
-func (s *Service) ChatModels(id *models.Identity) ([]string, error) {
-	if err := id.Require(models.CapListModels); err != nil {
-		return nil, err
-	}
-	return s.relay.Models(), nil
-}
-
-// MayFollow answers whether the identity has jobs and video tasks to follow (403 when not), before a
-// WebSocket connection is accepted; each Follow operation checks again.
-func (s *Service) MayFollow(id *models.Identity) error { return id.Require(models.CapGenerate) }
-
-// FollowJob streams one image job's changes (events.Broker.FollowJob).
-func (s *Service) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
-	return s.Events.FollowJob(ctx, id, jobID)
-}
-
-// FollowJobs streams the changes of every job the identity may see (events.Broker.FollowJobs).
-func (s *Service) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *models.JobView, error) {
-	return s.Events.FollowJobs(ctx, id)
-}
-
-// FollowVideo streams one video task's changes (events.Broker.FollowVideo).
-func (s *Service) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
-	return s.Events.FollowVideo(ctx, id, taskID)
 }
 
 // Start starts the workers of this process. They run until Stop: the end of ctx (a signal, say) does not
@@ -386,7 +350,7 @@ type mailWorker struct {
 }
 
 func (w *mailWorker) Work(ctx context.Context, job *river.Job[MailArgs]) error {
-	err := w.s.App.DeliverQueuedMail(ctx, job.Args.Sealed)
+	err := w.s.App.Auth().DeliverQueuedMail(ctx, job.Args.Sealed)
 	if models.KindOf(err) == models.KindInvalid {
 		slog.Error("queued e-mail dropped", "err", err)
 		return river.JobCancel(err)
@@ -405,7 +369,7 @@ type sweepWorker struct {
 
 func (w *sweepWorker) Work(ctx context.Context, job *river.Job[SweepArgs]) error {
 	d := w.s.App.Config.JobDeadline
-	n, err := w.s.App.ExpireOverdueJobs(ctx, d/5+2*time.Second)
+	n, err := w.s.App.Jobs().ExpireOverdueJobs(ctx, d/5+2*time.Second)
 	if n > 0 {
 		slog.Warn("overdue jobs failed and refunded", "count", n)
 	}

@@ -70,7 +70,7 @@ func TestResultsAreStoredAsManyAtOnceAsTheStoreTakes(t *testing.T) {
 	}
 	app := svc.App
 	credits := int64(100)
-	tenant, _, err := app.CreateTenant(ctx, models.TenantInput{Name: "Acme", Credits: &credits})
+	tenant, _, err := app.Accounts().CreateTenant(ctx, models.TenantInput{Name: "Acme", Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestResultsAreStoredAsManyAtOnceAsTheStoreTakes(t *testing.T) {
 		reqs[i] = models.GenerateRequest{Prompt: &prompt}
 	}
 	// Queue all eight before the workers start, so that they are fetched and answered together.
-	queued, err := svc.SubmitImages(ctx, id, reqs)
+	queued, err := svc.App.Jobs().SubmitImages(ctx, id, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestResultsAreStoredAsManyAtOnceAsTheStoreTakes(t *testing.T) {
 
 	for _, q := range queued {
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			j, err := app.Job(ctx, q.ID)
+			j, err := app.Jobs().Job(ctx, q.ID)
 			if err != nil {
 				t.Fatal(err)
 			}

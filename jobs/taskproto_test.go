@@ -69,7 +69,7 @@ func newTaskEnv(t *testing.T, cfgs ...upstream.Config) *taskEnv {
 	t.Cleanup(e.hooks.srv.Close)
 	e.start()
 	credits := int64(100)
-	tenant, _, err := e.svc.App.CreateTenant(context.Background(), models.TenantInput{Name: "Acme", Credits: &credits})
+	tenant, _, err := e.svc.App.Accounts().CreateTenant(context.Background(), models.TenantInput{Name: "Acme", Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func (e *taskEnv) image(req models.GenerateRequest) *models.Job {
 	if req.CallbackURL == "" {
 		req.CallbackURL = e.hooks.srv.URL
 	}
-	jobs, err := e.svc.SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{req})
+	jobs, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{req})
 	if err != nil {
 		e.t.Fatalf("submit image: %v", err)
 	}
@@ -122,7 +122,7 @@ func (e *taskEnv) image(req models.GenerateRequest) *models.Job {
 func (e *taskEnv) waitJob(id string) *models.Job {
 	e.t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		j, err := e.svc.App.Job(context.Background(), id)
+		j, err := e.svc.App.Jobs().Job(context.Background(), id)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func (e *taskEnv) video(req models.VideoRequest) *models.VideoTask {
 	if req.Resolution == "" {
 		req.Resolution = "720p"
 	}
-	task, err := e.svc.SubmitVideo(context.Background(), e.tenant, req)
+	task, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, req)
 	if err != nil {
 		e.t.Fatalf("submit video: %v", err)
 	}
@@ -153,7 +153,7 @@ func (e *taskEnv) video(req models.VideoRequest) *models.VideoTask {
 func (e *taskEnv) waitVideo(id string, statuses ...string) *models.VideoTask {
 	e.t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		task, err := e.svc.App.VideoTask(context.Background(), id)
+		task, err := e.svc.App.Videos().VideoTask(context.Background(), id)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func (e *taskEnv) waitFor(what string, cond func() bool) {
 
 func (e *taskEnv) spendable() int64 {
 	e.t.Helper()
-	tenant, err := e.svc.App.TenantSettings(context.Background(), e.tenant)
+	tenant, err := e.svc.App.Accounts().TenantSettings(context.Background(), e.tenant)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type submitted struct {
 func (s *Service) submitTask(ctx context.Context, ownerID string, u *upstream.Upstream, req upstream.TaskRequest) (*submitted, error) {
 	app := s.App
 	tasks := u.Tasks()
-	row, err := app.BeginUpstreamSubmit(context.WithoutCancel(ctx), ownerID, string(req.Media), u.Name)
+	row, err := app.Jobs().BeginUpstreamSubmit(context.WithoutCancel(ctx), ownerID, string(req.Media), u.Name)
 	if err != nil {
 		return nil, routing.Abort(err)
 	}
@@ -67,7 +67,7 @@ func (s *Service) submitTask(ctx context.Context, ownerID string, u *upstream.Up
 				t, err = found, nil
 			case ferr == nil:
 				// Nothing was started: the attempt failed like any transient error.
-				if rerr := app.UpstreamSubmitRefused(context.WithoutCancel(ctx), ownerID); rerr != nil {
+				if rerr := app.Jobs().UpstreamSubmitRefused(context.WithoutCancel(ctx), ownerID); rerr != nil {
 					return nil, routing.Abort(rerr)
 				}
 				return nil, err
@@ -81,7 +81,7 @@ func (s *Service) submitTask(ctx context.Context, ownerID string, u *upstream.Up
 		}
 	}
 	if err != nil {
-		if rerr := app.UpstreamSubmitRefused(context.WithoutCancel(ctx), ownerID); rerr != nil {
+		if rerr := app.Jobs().UpstreamSubmitRefused(context.WithoutCancel(ctx), ownerID); rerr != nil {
 			return nil, routing.Abort(rerr)
 		}
 		if upstream.ClassOf(err) == upstream.ClassRefused {
@@ -90,7 +90,7 @@ func (s *Service) submitTask(ctx context.Context, ownerID string, u *upstream.Up
 		waitRetryAfter(ctx, err)
 		return nil, err
 	}
-	if err := app.UpstreamSubmitted(context.WithoutCancel(ctx), ownerID, u.Name, t.ID); err != nil {
+	if err := app.Jobs().UpstreamSubmitted(context.WithoutCancel(ctx), ownerID, u.Name, t.ID); err != nil {
 		return nil, routing.Abort(err)
 	}
 	return &submitted{u: u, task: t}, nil
@@ -134,12 +134,12 @@ func (s *Service) resumeSubmission(ctx context.Context, row *models.UpstreamTask
 		return nil, "", fmt.Errorf("jobs: look up the submission of %s: %w", row.OwnerID, err)
 	}
 	if found == nil {
-		if err := s.App.UpstreamSubmitRefused(ctx, row.OwnerID); err != nil {
+		if err := s.App.Jobs().UpstreamSubmitRefused(ctx, row.OwnerID); err != nil {
 			return nil, "", err
 		}
 		return nil, "", nil
 	}
-	if err := s.App.UpstreamSubmitted(ctx, row.OwnerID, u.Name, found.ID); err != nil {
+	if err := s.App.Jobs().UpstreamSubmitted(ctx, row.OwnerID, u.Name, found.ID); err != nil {
 		return nil, "", err
 	}
 	return u, found.ID, nil

@@ -10,7 +10,6 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -36,48 +35,6 @@ type VideoTaskArgs struct {
 
 // Kind names the work.
 func (VideoTaskArgs) Kind() string { return string(models.WorkVideoTask) }
-
-// SubmitVideo validates, routes and charges a video request, then queues it. A request no upstream can
-// serve is refused before anything is charged; with model auto the task may move to another tier of the
-// same resolution and cost when no upstream serves the cheapest one now.
-func (s *Service) SubmitVideo(ctx context.Context, id *models.Identity, req models.VideoRequest) (*models.VideoTask, error) {
-	p, err := s.App.PrepareVideo(ctx, id, req)
-	if err != nil {
-		return nil, err
-	}
-	var first error
-	p.Tier = ""
-	for _, tier := range p.Tiers {
-		_, err := s.Engine.Plan(videoRoute(tier, p.Duration, p.Resolution, &p.Params))
-		if err == nil {
-			p.Tier = tier
-			break
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	if p.Tier == "" {
-		return nil, calls.RouteError(first)
-	}
-	if p.Params.SpecMD != "" {
-		if _, err := s.Engine.Plan(routing.Request{Media: upstream.MediaChat}); err != nil {
-			return nil, calls.RouteError(err)
-		}
-	}
-	return s.App.CreateVideoTask(ctx, id, p)
-}
-
-// CancelVideo cancels a pending or running video task of the identity with a refund, then cancels it
-// at its upstream too; that last step is best effort and only logged when it fails.
-func (s *Service) CancelVideo(ctx context.Context, id *models.Identity, taskID string) (*models.VideoTask, error) {
-	t, err := s.App.CancelVideoTask(ctx, id, taskID)
-	if err != nil {
-		return nil, err
-	}
-	s.cancelUpstream(context.WithoutCancel(ctx), t.ID, t.Upstream, t.UpstreamTaskID)
-	return t, nil
-}
 
 // cancelUpstream asks an upstream to cancel its task, logging a failure; it does nothing without a task.
 func (s *Service) cancelUpstream(ctx context.Context, taskID, name, upstreamTaskID string) {
@@ -108,7 +65,7 @@ func (w *videoWorker) Work(ctx context.Context, job *river.Job[VideoTaskArgs]) e
 // task (failed, refunded); failures of the service's own database or storage are returned so that the
 // queue runs the step again.
 func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
-	t, err := s.App.VideoTask(ctx, taskID)
+	t, err := s.App.Videos().VideoTask(ctx, taskID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
 			return nil
@@ -118,7 +75,7 @@ func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
 	if t.Ended() {
 		return nil
 	}
-	deadline := s.App.VideoDeadline(t)
+	deadline := s.App.Videos().VideoDeadline(t)
 	if !s.App.Now().Before(deadline) {
 		s.cancelUpstream(ctx, t.ID, t.Upstream, t.UpstreamTaskID)
 		return s.failVideo(ctx, t, fmt.Sprintf("video generation timed out after %s; credits refunded", s.App.Config.JobDeadline))
@@ -134,7 +91,7 @@ func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
 		return s.failVideo(ctx, t, "the task's parameters are unreadable; credits refunded")
 	}
 	if t.Status == models.VideoPending {
-		row, err := s.App.UpstreamTaskOf(ctx, t.ID)
+		row, err := s.App.Jobs().UpstreamTaskOf(ctx, t.ID)
 		if err != nil {
 			return err
 		}
@@ -184,7 +141,7 @@ func (s *Service) startVideo(ctx context.Context, t *models.VideoTask, p *models
 // recordStart marks the task running at the upstream that took it (its task id is already recorded
 // with the submission, so a crash here resumes polling it), then polls it later.
 func (s *Service) recordStart(ctx context.Context, t *models.VideoTask, u *upstream.Upstream, upstreamTaskID string, progress int) error {
-	ok, err := s.App.StartVideoTask(context.WithoutCancel(ctx), t.ID, u.Name, upstreamTaskID, progress)
+	ok, err := s.App.Videos().StartVideoTask(context.WithoutCancel(ctx), t.ID, u.Name, upstreamTaskID, progress)
 	if err != nil {
 		slog.Error("video: recording a started task failed; the queue resumes it", "task_id", t.ID, "err", err)
 		return err
@@ -202,7 +159,7 @@ func (s *Service) pollLater() error { return river.JobSnooze(s.opts.VideoPoll) }
 // progressed records a running task's progress (reported by the upstream, 0 when it gives none) and
 // polls it again later, unless it ended meanwhile.
 func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress int) error {
-	running, err := s.App.VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
+	running, err := s.App.Videos().VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
 	if err != nil || !running {
 		return err
 	}
@@ -270,7 +227,7 @@ func (s *Service) pollVideo(ctx context.Context, t *models.VideoTask, deadline t
 
 // progressedAfter is progressed with another delay before the next poll.
 func (s *Service) progressedAfter(ctx context.Context, t *models.VideoTask, progress int, d time.Duration) error {
-	running, err := s.App.VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
+	running, err := s.App.Videos().VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
 	if err != nil || !running {
 		return err
 	}
@@ -303,7 +260,7 @@ func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstre
 		slog.Error("video: storing the result failed; the queue retries", "task_id", t.ID, "err", err)
 		return fmt.Errorf("jobs: store video: %w", err)
 	}
-	done, err := s.App.CompleteVideoTask(context.WithoutCancel(ctx), t.ID, obj.URL, u.CostUSD*float64(t.Duration))
+	done, err := s.App.Videos().CompleteVideoTask(context.WithoutCancel(ctx), t.ID, obj.URL, u.CostUSD*float64(t.Duration))
 	if err != nil {
 		return err
 	}
@@ -329,6 +286,6 @@ func detectVideo(head []byte) (media.Kind, error) {
 
 // failVideo ends a task failed with a refund; the reason must not name an upstream.
 func (s *Service) failVideo(ctx context.Context, t *models.VideoTask, reason string) error {
-	_, err := s.App.FailVideoTask(context.WithoutCancel(ctx), t.ID, reason)
+	_, err := s.App.Videos().FailVideoTask(context.WithoutCancel(ctx), t.ID, reason)
 	return err
 }

@@ -133,7 +133,7 @@ func newVideoEnv(t *testing.T, up *scriptedVideos, tiers ...string) *videoEnv {
 	}
 	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
 	credits := int64(100)
-	tenant, _, err := app.CreateTenant(ctx, models.TenantInput{Name: "Acme", Credits: &credits})
+	tenant, _, err := app.Accounts().CreateTenant(ctx, models.TenantInput{Name: "Acme", Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func (e *videoEnv) submit() *models.VideoTask {
 	e.t.Helper()
 	d := 5.0
 	prompt := "a fox"
-	task, err := e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: &prompt, Duration: &d, Resolution: "720p"})
+	task, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: &prompt, Duration: &d, Resolution: "720p"})
 	if err != nil {
 		e.t.Fatalf("submit: %v", err)
 	}
@@ -156,7 +156,7 @@ func (e *videoEnv) submit() *models.VideoTask {
 func (e *videoEnv) wait(id string, statuses ...string) *models.VideoTask {
 	e.t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		task, err := e.app.VideoTask(context.Background(), id)
+		task, err := e.app.Videos().VideoTask(context.Background(), id)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func (e *videoEnv) wait(id string, statuses ...string) *models.VideoTask {
 // spendable returns the tenant's spendable credits.
 func (e *videoEnv) spendable() int64 {
 	e.t.Helper()
-	tenant, err := e.app.TenantSettings(context.Background(), e.tenant)
+	tenant, err := e.app.Accounts().TenantSettings(context.Background(), e.tenant)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func (e *videoEnv) expectFailedAndRefunded(task *models.VideoTask) {
 	if got := e.spendable(); got != 100 {
 		e.t.Fatalf("spendable = %d, want 100 (refunded)", got)
 	}
-	if again, err := e.app.FailVideoTask(context.Background(), task.ID, "again"); err != nil || again {
+	if again, err := e.app.Videos().FailVideoTask(context.Background(), task.ID, "again"); err != nil || again {
 		e.t.Fatalf("a second failure = %v, %v; want false, nil", again, err)
 	}
 	if got := e.spendable(); got != 100 {
@@ -278,7 +278,7 @@ func TestVideoWorkerCancelWhileStartingCancelsUpstream(t *testing.T) {
 	e := newVideoEnv(t, up)
 	task := e.submit()
 	<-arrived
-	cancelled, err := e.svc.CancelVideo(context.Background(), e.tenant, task.ID)
+	cancelled, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, task.ID)
 	if err != nil || cancelled.Status != models.VideoCancelled || cancelled.UpstreamTaskID != "" {
 		t.Fatalf("cancel = %+v, %v", cancelled, err)
 	}
@@ -295,7 +295,7 @@ func TestVideoWorkerCancelWhileStartingCancelsUpstream(t *testing.T) {
 	if got.UpstreamTaskID != "" || e.spendable() != 100 {
 		t.Fatalf("task %+v, spendable %d; want cancelled without an upstream task, refunded", got, e.spendable())
 	}
-	if _, err := e.svc.CancelVideo(context.Background(), e.tenant, task.ID); models.KindOf(err) != models.KindConflict {
+	if _, err := e.svc.App.Videos().CancelVideo(context.Background(), e.tenant, task.ID); models.KindOf(err) != models.KindConflict {
 		t.Fatalf("second cancel = %v, want a conflict", err)
 	}
 	if _, _, polled := up.counts(); polled != 0 {
@@ -312,7 +312,7 @@ func TestVideoAutoMovesToAServedTierOfTheSameCost(t *testing.T) {
 	}
 	e.wait(task.ID, models.VideoDone)
 	d, prompt := 5.0, "x"
-	_, err := e.svc.SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: &prompt, Duration: &d, Model: upstream.TierA20Fast})
+	_, err := e.svc.App.Videos().SubmitVideo(context.Background(), e.tenant, models.VideoRequest{Prompt: &prompt, Duration: &d, Model: upstream.TierA20Fast})
 	if models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("a locked tier without upstream = %v, want %s", err, models.NoUpstreamMessage)
 	}

@@ -45,7 +45,8 @@ type QuotaInput struct {
 }
 
 // Accounts lists the tenant's member accounts, oldest first, with their plaintext keys.
-func (a *App) Accounts(ctx context.Context, id *Identity) ([]AccountView, error) {
+func (acs *AccountService) Accounts(ctx context.Context, id *Identity) ([]AccountView, error) {
+	a := acs.a
 	if err := id.Require(CapManageMembers); err != nil {
 		return nil, err
 	}
@@ -74,7 +75,8 @@ func (a *App) Accounts(ctx context.Context, id *Identity) ([]AccountView, error)
 
 // CreateAccount creates a member account of the tenant with its key: shared mode by default, dedicated
 // when credits are given (at most the tenant's spendable credits, else 可分配积分不足).
-func (a *App) CreateAccount(ctx context.Context, id *Identity, in AccountInput) (*AccountView, error) {
+func (acs *AccountService) CreateAccount(ctx context.Context, id *Identity, in AccountInput) (*AccountView, error) {
+	a := acs.a
 	if err := id.Require(CapManageMembers); err != nil {
 		return nil, err
 	}
@@ -139,7 +141,8 @@ func (a *App) CreateAccount(ctx context.Context, id *Identity, in AccountInput) 
 // SetAccountQuota sets a member's quota mode absolutely. Shared true returns its unspent dedicated
 // credits to the tenant's spendable pool; Credits sets its dedicated credits, at most spendable plus
 // its current dedicated credits (else 可分配积分不足), and a lower value returns the remainder.
-func (a *App) SetAccountQuota(ctx context.Context, id *Identity, accountID string, in QuotaInput) (*AccountView, error) {
+func (acs *AccountService) SetAccountQuota(ctx context.Context, id *Identity, accountID string, in QuotaInput) (*AccountView, error) {
+	a := acs.a
 	if err := id.Require(CapManageMembers); err != nil {
 		return nil, err
 	}
@@ -185,7 +188,8 @@ func (a *App) SetAccountQuota(ctx context.Context, id *Identity, accountID strin
 }
 
 // RekeyAccount replaces a member's key and returns the new plaintext; the old key fails at once.
-func (a *App) RekeyAccount(ctx context.Context, id *Identity, accountID string) (string, error) {
+func (acs *AccountService) RekeyAccount(ctx context.Context, id *Identity, accountID string) (string, error) {
+	a := acs.a
 	if err := id.Require(CapManageMembers); err != nil {
 		return "", err
 	}
@@ -210,7 +214,8 @@ func (a *App) RekeyAccount(ctx context.Context, id *Identity, accountID string) 
 }
 
 // ToggleAccount disables or enables a member account; a disabled member's key gets 401 until enabled.
-func (a *App) ToggleAccount(ctx context.Context, id *Identity, accountID string, disabled bool) error {
+func (acs *AccountService) ToggleAccount(ctx context.Context, id *Identity, accountID string, disabled bool) error {
+	a := acs.a
 	if err := id.Require(CapManageMembers); err != nil {
 		return err
 	}

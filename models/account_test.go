@@ -26,7 +26,7 @@ func TestCreateAccountValidates(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := app.CreateAccount(context.Background(), tenant, c.in)
+			_, err := app.Accounts().CreateAccount(context.Background(), tenant, c.in)
 			if models.KindOf(err) != c.kind || (c.msg != "" && err.Error() != c.msg) {
 				t.Fatalf("got %v, want kind %s %q", err, c.kind, c.msg)
 			}
@@ -58,19 +58,19 @@ func TestCreateAccountModesAndKeys(t *testing.T) {
 		{"shared true", models.AccountInput{Email: "d@example.com", Shared: ptr(true), Nickname: "Dee"}, true, 0},
 	}
 	for _, c := range cases {
-		v, err := app.CreateAccount(ctx, tenant, c.in)
+		v, err := app.Accounts().CreateAccount(ctx, tenant, c.in)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if v.Shared != c.shared || v.Credits != c.credits || v.APIKey == nil || !models.ValidKeyFormat(*v.APIKey) {
 			t.Errorf("%s: %+v", c.name, v)
 		}
-		id, err := app.ResolveIdentity(ctx, *v.APIKey)
+		id, err := app.Auth().ResolveIdentity(ctx, *v.APIKey)
 		if err != nil || id.Kind != models.IdentityAccount || id.AccountID != v.ID || id.TenantID != tenant.TenantID {
 			t.Errorf("%s: key resolves to %+v, %v", c.name, id, err)
 		}
 	}
-	list, err := app.Accounts(ctx, tenant)
+	list, err := app.Accounts().Accounts(ctx, tenant)
 	if err != nil || len(list) != 4 {
 		t.Fatalf("list = %d, %v", len(list), err)
 	}
@@ -83,16 +83,16 @@ func TestCreateAccountModesAndKeys(t *testing.T) {
 		t.Errorf("account key must be stored as a hash plus a sealed copy")
 	}
 	other := newTenant(t, app, models.TenantInput{Name: "Other"})
-	if others, _ := app.Accounts(ctx, other); len(others) != 0 {
+	if others, _ := app.Accounts().Accounts(ctx, other); len(others) != 0 {
 		t.Errorf("another tenant sees %d accounts", len(others))
 	}
-	if _, err := app.RekeyAccount(ctx, other, list[0].ID); models.KindOf(err) != models.KindNotFound {
+	if _, err := app.Accounts().RekeyAccount(ctx, other, list[0].ID); models.KindOf(err) != models.KindNotFound {
 		t.Errorf("rekey of another tenant's account: %v, want not found", err)
 	}
-	if err := app.ToggleAccount(ctx, other, list[0].ID, true); models.KindOf(err) != models.KindNotFound {
+	if err := app.Accounts().ToggleAccount(ctx, other, list[0].ID, true); models.KindOf(err) != models.KindNotFound {
 		t.Errorf("toggle of another tenant's account: %v, want not found", err)
 	}
-	if _, err := app.SetAccountQuota(ctx, other, list[0].ID, models.QuotaInput{Shared: ptr(true)}); models.KindOf(err) != models.KindNotFound {
+	if _, err := app.Accounts().SetAccountQuota(ctx, other, list[0].ID, models.QuotaInput{Shared: ptr(true)}); models.KindOf(err) != models.KindNotFound {
 		t.Errorf("set-quota of another tenant's account: %v, want not found", err)
 	}
 }

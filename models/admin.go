@@ -141,7 +141,7 @@ func NewAdminActions(a *App) *AdminActions {
 			{"unmetered", "bool", "no credit limit", false}, {"quota_monthly", "int", "credits per local calendar month", false},
 			{"markup", "float", "price factor for charged_cny (default 1)", false}},
 		Run: adminRun(func(ctx context.Context, in TenantInput) (any, error) {
-			t, key, err := a.CreateTenant(ctx, in)
+			t, key, err := a.Accounts().CreateTenant(ctx, in)
 			if err != nil {
 				return nil, err
 			}
@@ -158,7 +158,7 @@ func NewAdminActions(a *App) *AdminActions {
 			if in.TenantID == "" {
 				return nil, Invalid("tenant_id is required")
 			}
-			t, err := a.CreditTenant(ctx, in.TenantID, in.Credits)
+			t, err := a.Credits().CreditTenant(ctx, in.TenantID, in.Credits)
 			if err != nil {
 				return nil, err
 			}
@@ -174,7 +174,7 @@ func NewAdminActions(a *App) *AdminActions {
 			if in.TenantID == "" {
 				return nil, Invalid("tenant_id is required")
 			}
-			key, err := a.RekeyTenant(ctx, in.TenantID)
+			key, err := a.Accounts().RekeyTenant(ctx, in.TenantID)
 			if err != nil {
 				return nil, err
 			}
@@ -196,7 +196,7 @@ func NewAdminActions(a *App) *AdminActions {
 					return nil, err
 				}
 			}
-			if err := a.BindTenant(ctx, in.TenantID, in.Model); err != nil {
+			if err := a.Accounts().BindTenant(ctx, in.TenantID, in.Model); err != nil {
 				return nil, err
 			}
 			return map[string]any{"ok": true}, nil
@@ -216,13 +216,13 @@ func NewAdminActions(a *App) *AdminActions {
 				if in.Email == "" {
 					return nil, Invalid("email or user_id is required")
 				}
-				u, err := a.UserByEmail(ctx, in.Email)
+				u, err := a.Accounts().UserByEmail(ctx, in.Email)
 				if err != nil {
 					return nil, err
 				}
 				id = u.ID
 			}
-			after, err := a.CreditUser(ctx, id, in.Credits, "admin_credit", "", "administrator credit")
+			after, err := a.Credits().CreditUser(ctx, id, in.Credits, "admin_credit", "", "administrator credit")
 			if err != nil {
 				return nil, err
 			}
@@ -239,7 +239,7 @@ func NewAdminActions(a *App) *AdminActions {
 			if in.Count != nil {
 				n = *in.Count
 			}
-			codes, err := a.CreateInvitations(ctx, n)
+			codes, err := a.Accounts().CreateInvitations(ctx, n)
 			if err != nil {
 				return nil, err
 			}
@@ -252,7 +252,8 @@ func NewAdminActions(a *App) *AdminActions {
 }
 
 // CreateInvitations creates n single-use invitation codes.
-func (a *App) CreateInvitations(ctx context.Context, n int) ([]string, error) {
+func (acs *AccountService) CreateInvitations(ctx context.Context, n int) ([]string, error) {
+	a := acs.a
 	if n < 1 || n > 100 {
 		return nil, Invalid("count must be between 1 and 100")
 	}

@@ -27,12 +27,14 @@ type App struct {
 	Resolver Resolver
 	// deps are the queue, the event publisher and the binding check of the asynchronous side (NewApp).
 	deps Deps
+	svc  services
 }
 
 // NewApp loads (or creates once) the service secret and returns the core over an open, migrated database.
 // deps are the asynchronous side it calls: jobs.New builds them and then the App (see Deps for nil parts).
 func NewApp(ctx context.Context, db *DB, cfg Config, deps Deps) (*App, error) {
 	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }, deps: deps}
+	a.initServices()
 	a.submits = newSubmitBatcher(a)
 	secret := cfg.Secret
 	if secret == "" {
@@ -73,7 +75,8 @@ func (a *App) setting(ctx context.Context, key string) (string, error) {
 
 // EnsureAdminKey makes sure a platform administrator key exists. It returns the plaintext only when it
 // was created now (first start, no SERVICE_ADMIN_KEY), so that the caller prints it once.
-func (a *App) EnsureAdminKey(ctx context.Context) (string, error) {
+func (au *AuthService) EnsureAdminKey(ctx context.Context) (string, error) {
+	a := au.a
 	if a.Config.AdminKey != "" {
 		return "", nil
 	}
@@ -89,7 +92,8 @@ func (a *App) EnsureAdminKey(ctx context.Context) (string, error) {
 }
 
 // RotateAdminKey replaces the stored administrator key and returns the new plaintext.
-func (a *App) RotateAdminKey(ctx context.Context) (string, error) {
+func (au *AuthService) RotateAdminKey(ctx context.Context) (string, error) {
+	a := au.a
 	fresh := NewAPIKey()
 	err := a.DB.WithContext(ctx).Save(&Setting{Key: "admin_key_hash", Value: HashKey(fresh), UpdatedAt: a.Now()}).Error
 	if err != nil {
@@ -122,4 +126,30 @@ func (a *App) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 			return err
 		}
 	}
+}
+
+// Ping checks that the database answers.
+func (a *App) Ping(ctx context.Context) error { return a.DB.Ping(ctx) }
+
+// Worker states, as readiness reports them.
+const (
+	WorkersRunning  = "running"
+	WorkersStopped  = "stopped"
+	WorkersDraining = "draining"
+)
+
+// Workers reports the state of this replica's workers: running, stopped, or draining (stopping after
+// SIGTERM).
+func (a *App) Workers() string {
+	p := a.deps.Process
+	switch {
+	case p == nil || !p.Running():
+		if p != nil && p.Draining() {
+			return WorkersDraining
+		}
+		return WorkersStopped
+	case p.Draining():
+		return WorkersDraining
+	}
+	return WorkersRunning
 }

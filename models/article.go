@@ -51,11 +51,12 @@ const copyWriter = "You are an experienced social-media and marketing copywriter
 // PrepareArticle loads the copy template the caller may use and turns the input into prompts. An
 // unknown or invisible template is 404; a missing required field, an input of the wrong shape or an
 // empty description is 400.
-func (a *App) PrepareArticle(ctx context.Context, id *Identity, req ArticleRequest) (*ArticlePrompt, error) {
+func (cs *CopyService) PrepareArticle(ctx context.Context, id *Identity, req ArticleRequest) (*ArticlePrompt, error) {
+	a := cs.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
-	t, err := a.ArticleTemplateForUse(ctx, id, strings.TrimSpace(req.TemplateSlug))
+	t, err := a.Templates().ArticleTemplateForUse(ctx, id, strings.TrimSpace(req.TemplateSlug))
 	if err != nil {
 		return nil, err
 	}

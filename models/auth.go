@@ -157,7 +157,8 @@ func (a *App) loginResult(u *User) (*LoginResult, error) {
 }
 
 // Whoami returns the personal account behind a login.
-func (a *App) Whoami(ctx context.Context, id *Identity) (*WhoamiView, error) {
+func (au *AuthService) Whoami(ctx context.Context, id *Identity) (*WhoamiView, error) {
+	a := au.a
 	if err := id.Require(CapOwnAccount); err != nil {
 		return nil, err
 	}
@@ -166,7 +167,7 @@ func (a *App) Whoami(ctx context.Context, id *Identity) (*WhoamiView, error) {
 		return nil, Internal("whoami: look up user", err)
 	}
 	return &WhoamiView{ID: u.ID, Email: u.Email, Nickname: u.Nickname, Credits: u.Credits,
-		CallbackSecret: a.UserCallbackSecret(u.ID)}, nil
+		CallbackSecret: a.Jobs().UserCallbackSecret(u.ID)}, nil
 }
 
 // AddressKey is the subject of per-address limits for a connection's peer address (http.Request's

@@ -81,7 +81,8 @@ func NormalizeUserCode(s string) string {
 }
 
 // StartDeviceAuthorization creates a device authorization waiting for a person's approval.
-func (a *App) StartDeviceAuthorization(ctx context.Context, clientAddr string) (*DeviceStart, error) {
+func (au *AuthService) StartDeviceAuthorization(ctx context.Context, clientAddr string) (*DeviceStart, error) {
+	a := au.a
 	deviceCode := RandomString(43, keyAlphabet)
 	now := a.Now()
 	var userCode string
@@ -119,7 +120,8 @@ func (a *App) StartDeviceAuthorization(ctx context.Context, clientAddr string) (
 }
 
 // PendingDevice returns the device authorization of a user code while it waits for a decision.
-func (a *App) PendingDevice(ctx context.Context, userCode string) (*DeviceAuthorization, error) {
+func (au *AuthService) PendingDevice(ctx context.Context, userCode string) (*DeviceAuthorization, error) {
+	a := au.a
 	var d DeviceAuthorization
 	err := a.DB.WithContext(ctx).First(&d, "user_code = ?", NormalizeUserCode(userCode)).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -139,7 +141,8 @@ func (a *App) PendingDevice(ctx context.Context, userCode string) (*DeviceAuthor
 
 // DecideDevice approves the device authorization of a user code on behalf of a personal account, or
 // denies it (denying needs no account: whoever holds the code may refuse it).
-func (a *App) DecideDevice(ctx context.Context, userCode, userID string, approve bool) error {
+func (au *AuthService) DecideDevice(ctx context.Context, userCode, userID string, approve bool) error {
+	a := au.a
 	update := map[string]any{"status": DeviceDenied, "user_id": nil}
 	if approve {
 		if userID == "" {
@@ -156,7 +159,7 @@ func (a *App) DecideDevice(ctx context.Context, userCode, userID string, approve
 	if res.RowsAffected == 1 {
 		return nil
 	}
-	_, err := a.PendingDevice(ctx, code)
+	_, err := a.Auth().PendingDevice(ctx, code)
 	if err == nil {
 		err = Conflict("this code was already used")
 	}
@@ -168,7 +171,8 @@ func deviceError(code string) *Error { return &Error{Kind: KindInvalid, Message:
 
 // PollDeviceToken answers a device's poll: the 7-day login token once approved (once only), otherwise the
 // RFC 8628 error. Polling sooner than the interval answers slow_down and adds 5 s to the interval.
-func (a *App) PollDeviceToken(ctx context.Context, deviceCode string) (*DeviceToken, error) {
+func (au *AuthService) PollDeviceToken(ctx context.Context, deviceCode string) (*DeviceToken, error) {
+	a := au.a
 	if deviceCode == "" {
 		return nil, Invalid("device_code is required")
 	}
@@ -223,7 +227,7 @@ func (a *App) PollDeviceToken(ctx context.Context, deviceCode string) (*DeviceTo
 	if err := a.DB.WithContext(ctx).First(&u, "id = ?", userID).Error; err != nil || u.Disabled {
 		return nil, deviceError(DeviceAccessDenied)
 	}
-	tok, _, err := a.IssueUserToken(u.ID, LoginTTL)
+	tok, _, err := a.Auth().IssueUserToken(u.ID, LoginTTL)
 	if err != nil {
 		return nil, Internal("device: issue token", err)
 	}

@@ -70,7 +70,9 @@ type OIDCResult struct {
 var errOIDCOff = &Error{Kind: KindNotFound, Message: "third-party sign-in is not configured on this server (SERVICE_OIDC_ISSUER)"}
 
 // OIDCEnabled reports whether third-party sign-in is configured (SERVICE_OIDC_ISSUER and _CLIENT_ID).
-func (a *App) OIDCEnabled() bool { return a.Config.OIDCIssuer != "" && a.Config.OIDCClientID != "" }
+func (au *AuthService) OIDCEnabled() bool {
+	return au.a.Config.OIDCIssuer != "" && au.a.Config.OIDCClientID != ""
+}
 
 // SafeReturnPath reports whether p is a path on this site (no scheme, host or protocol-relative form).
 func SafeReturnPath(p string) bool {
@@ -81,8 +83,9 @@ func SafeReturnPath(p string) bool {
 // OIDCStart begins an authorization-code flow: it returns the provider URL to redirect to and the signed
 // cookie value to set. returnPath, when a local path, is where the callback sends the browser afterwards
 // with a session cookie; without one, the callback answers the login as JSON.
-func (a *App) OIDCStart(ctx context.Context, returnPath string) (authURL, cookie string, err error) {
-	if !a.OIDCEnabled() {
+func (au *AuthService) OIDCStart(ctx context.Context, returnPath string) (authURL, cookie string, err error) {
+	a := au.a
+	if !a.Auth().OIDCEnabled() {
 		return "", "", errOIDCOff
 	}
 	if returnPath != "" && !SafeReturnPath(returnPath) {
@@ -148,8 +151,9 @@ type idClaims struct {
 // OIDCCallback finishes the flow: it checks state against the cookie, exchanges the code at the token
 // endpoint, verifies the ID token (RS256 signature from the JWKS; iss, aud, exp, nonce), then finds the
 // account by subject, links it by verified e-mail, or creates it (open registration), and signs it in.
-func (a *App) OIDCCallback(ctx context.Context, cookie, state, code string) (*OIDCResult, error) {
-	if !a.OIDCEnabled() {
+func (au *AuthService) OIDCCallback(ctx context.Context, cookie, state, code string) (*OIDCResult, error) {
+	a := au.a
+	if !a.Auth().OIDCEnabled() {
 		return nil, errOIDCOff
 	}
 	f, err := a.openFlow(cookie)

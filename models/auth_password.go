@@ -22,7 +22,8 @@ var errWrongLogin = Unauthenticated("wrong e-mail or password")
 
 // Authenticate checks an e-mail and password and returns the user; any mismatch is the same
 // KindUnauthenticated error, after the same bcrypt work. Attempts are limited per e-mail and address.
-func (a *App) Authenticate(ctx context.Context, rawEmail, password, clientAddr string) (*User, error) {
+func (au *AuthService) Authenticate(ctx context.Context, rawEmail, password, clientAddr string) (*User, error) {
+	a := au.a
 	email := NormalizeEmail(rawEmail)
 	if email == "" || password == "" {
 		return nil, Invalid("email and password are required")
@@ -50,8 +51,9 @@ func (a *App) Authenticate(ctx context.Context, rawEmail, password, clientAddr s
 }
 
 // Login checks an e-mail and password and returns a 7-day login token.
-func (a *App) Login(ctx context.Context, email, password, clientAddr string) (*LoginResult, error) {
-	u, err := a.Authenticate(ctx, email, password, clientAddr)
+func (au *AuthService) Login(ctx context.Context, email, password, clientAddr string) (*LoginResult, error) {
+	a := au.a
+	u, err := a.Auth().Authenticate(ctx, email, password, clientAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,8 @@ func (a *App) Login(ctx context.Context, email, password, clientAddr string) (*L
 // ChangePassword replaces a personal account's password after checking the old one. An account made by
 // third-party sign-in or by a claim redemption has no password yet and sets its first one with an empty
 // old password.
-func (a *App) ChangePassword(ctx context.Context, id *Identity, oldPassword, newPassword string) error {
+func (au *AuthService) ChangePassword(ctx context.Context, id *Identity, oldPassword, newPassword string) error {
+	a := au.a
 	if err := id.Require(CapOwnAccount); err != nil {
 		return err
 	}
@@ -109,8 +112,9 @@ func (a *App) ChangePassword(ctx context.Context, id *Identity, oldPassword, new
 // personal login is KindUnauthenticated; a disabled account KindForbidden; an account that has a
 // password already KindConflict (it changes it with the old one, POST /api/auth/password). Setting it
 // ends the token and every other login of the account (D8): the owner signs in with the password.
-func (a *App) SetFirstPassword(ctx context.Context, loginToken, password string) (*User, error) {
-	id, err := a.ResolveIdentity(ctx, loginToken)
+func (au *AuthService) SetFirstPassword(ctx context.Context, loginToken, password string) (*User, error) {
+	a := au.a
+	id, err := a.Auth().ResolveIdentity(ctx, loginToken)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,8 @@ func (a *App) emailCodeHash(email, code string) string {
 // not, so that the form does not tell which addresses have accounts: both store a code and queue one
 // e-mail, the code to a new address, a "you already have an account" note to a known one (whose code is
 // never sent). The e-mail leaves through the queue, after the request.
-func (a *App) SendRegistrationCode(ctx context.Context, rawEmail, clientAddr string) error {
+func (au *AuthService) SendRegistrationCode(ctx context.Context, rawEmail, clientAddr string) error {
+	a := au.a
 	email, err := checkEmail(rawEmail)
 	if err != nil {
 		return err
@@ -100,7 +101,8 @@ func (a *App) consumeInvitationTx(tx *gorm.DB, code, userID string) error {
 
 // Register creates a personal account from an e-mail code, a platform invitation and a password, and
 // signs it in. The code and the invitation are consumed in the transaction that creates the user.
-func (a *App) Register(ctx context.Context, in RegisterInput, clientAddr string) (*LoginResult, error) {
+func (au *AuthService) Register(ctx context.Context, in RegisterInput, clientAddr string) (*LoginResult, error) {
+	a := au.a
 	email, err := checkEmail(in.Email)
 	if err != nil {
 		return nil, err

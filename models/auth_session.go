@@ -17,7 +17,8 @@ const (
 )
 
 // StartUserSession creates a browser session for a personal account and returns the cookie value.
-func (a *App) StartUserSession(ctx context.Context, userID string) (string, error) {
+func (au *AuthService) StartUserSession(ctx context.Context, userID string) (string, error) {
+	a := au.a
 	value := RandomString(43, keyAlphabet)
 	now := a.Now()
 	uid := userID
@@ -30,7 +31,8 @@ func (a *App) StartUserSession(ctx context.Context, userID string) (string, erro
 }
 
 // SessionUser returns the personal account of a valid browser-session cookie; anything else is KindUnauthenticated.
-func (a *App) SessionUser(ctx context.Context, cookie string) (*User, error) {
+func (au *AuthService) SessionUser(ctx context.Context, cookie string) (*User, error) {
+	a := au.a
 	if cookie == "" {
 		return nil, Unauthenticated("not signed in")
 	}
@@ -50,7 +52,8 @@ func (a *App) SessionUser(ctx context.Context, cookie string) (*User, error) {
 }
 
 // EndSession deletes a browser session.
-func (a *App) EndSession(ctx context.Context, cookie string) error {
+func (au *AuthService) EndSession(ctx context.Context, cookie string) error {
+	a := au.a
 	if err := a.DB.WithContext(ctx).Delete(&Session{}, "id = ?", HashKey(cookie)).Error; err != nil {
 		return Internal("session: delete", err)
 	}

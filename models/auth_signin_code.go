@@ -30,7 +30,8 @@ const maxCodeAttempts = 5
 // have accounts: a code is stored and one e-mail is queued either way, the code to an account that can
 // sign in, a "no account can sign in with this address" note otherwise (its code is never sent). The
 // e-mail leaves through the queue, after the request.
-func (a *App) SendSignInCode(ctx context.Context, rawEmail, clientAddr string) error {
+func (au *AuthService) SendSignInCode(ctx context.Context, rawEmail, clientAddr string) error {
+	a := au.a
 	email, err := checkEmail(rawEmail)
 	if err != nil {
 		return err
@@ -79,7 +80,8 @@ func (a *App) SendSignInCode(ctx context.Context, rawEmail, clientAddr string) e
 // (an attacker's wrong passwords must not keep the owner out) and is lifted on success: wrong codes are
 // bounded per code instead (maxCodeAttempts), and attempts per client address as logins are. A wrong,
 // expired, spent or used code is KindInvalid, a disabled account KindForbidden.
-func (a *App) ResetPassword(ctx context.Context, rawEmail, code, newPassword, clientAddr string) (*User, error) {
+func (au *AuthService) ResetPassword(ctx context.Context, rawEmail, code, newPassword, clientAddr string) (*User, error) {
+	a := au.a
 	email, err := checkEmail(rawEmail)
 	if err != nil {
 		return nil, err

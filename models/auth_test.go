@@ -47,7 +47,7 @@ func TestDeviceAuthorizationStates(t *testing.T) {
 	}
 	answer := func(code string) string {
 		t.Helper()
-		tok, err := app.PollDeviceToken(ctx, code)
+		tok, err := app.Auth().PollDeviceToken(ctx, code)
 		if err != nil {
 			if models.KindOf(err) != models.KindInvalid {
 				t.Fatalf("poll: %v is not KindInvalid", err)
@@ -59,7 +59,7 @@ func TestDeviceAuthorizationStates(t *testing.T) {
 		}
 		return "token"
 	}
-	start, err := app.StartDeviceAuthorization(ctx, "192.0.2.1")
+	start, err := app.Auth().StartDeviceAuthorization(ctx, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestDeviceAuthorizationStates(t *testing.T) {
 		{6 * time.Second, nil, models.DeviceSlowDown}, // 6 s < 10: interval 15
 		{15 * time.Second, nil, models.DeviceAuthorizationPending},
 		{0, func() {
-			if err := app.DecideDevice(ctx, strings.ToLower(start.UserCode), u.ID, true); err != nil {
+			if err := app.Auth().DecideDevice(ctx, strings.ToLower(start.UserCode), u.ID, true); err != nil {
 				t.Fatal(err)
 			}
 		}, models.DeviceSlowDown}, // approval does not excuse polling too fast: interval 20
@@ -94,21 +94,21 @@ func TestDeviceAuthorizationStates(t *testing.T) {
 			t.Fatalf("step %d: answer %q, want %q", i, got, s.want)
 		}
 	}
-	if err := app.DecideDevice(ctx, start.UserCode, u.ID, true); models.KindOf(err) != models.KindConflict {
+	if err := app.Auth().DecideDevice(ctx, start.UserCode, u.ID, true); models.KindOf(err) != models.KindConflict {
 		t.Fatalf("deciding a used code: %v, want a conflict", err)
 	}
-	if err := app.DecideDevice(ctx, "ZZZZ-ZZZZ", u.ID, true); models.KindOf(err) != models.KindNotFound {
+	if err := app.Auth().DecideDevice(ctx, "ZZZZ-ZZZZ", u.ID, true); models.KindOf(err) != models.KindNotFound {
 		t.Fatalf("deciding an unknown code: %v, want not found", err)
 	}
-	other, _ := app.StartDeviceAuthorization(ctx, "192.0.2.1")
-	if err := app.DecideDevice(ctx, other.UserCode, "", true); models.KindOf(err) != models.KindUnauthenticated {
+	other, _ := app.Auth().StartDeviceAuthorization(ctx, "192.0.2.1")
+	if err := app.Auth().DecideDevice(ctx, other.UserCode, "", true); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("approving without an account: %v", err)
 	}
 	now = now.Add(models.DeviceCodeTTL)
 	if got := answer(other.DeviceCode); got != models.DeviceExpiredToken {
 		t.Fatalf("expired: %q", got)
 	}
-	if err := app.DecideDevice(ctx, other.UserCode, u.ID, true); models.KindOf(err) != models.KindInvalid {
+	if err := app.Auth().DecideDevice(ctx, other.UserCode, u.ID, true); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("approving an expired code: %v", err)
 	}
 }
@@ -121,22 +121,22 @@ func TestPasswordOfAThirdPartyAccount(t *testing.T) {
 	if err := app.DB.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.Authenticate(ctx, u.Email, "", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Auth().Authenticate(ctx, u.Email, "", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("empty password: %v", err)
 	}
-	if _, err := app.Authenticate(ctx, u.Email, "anything goes", "192.0.2.1"); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().Authenticate(ctx, u.Email, "anything goes", "192.0.2.1"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("an account without a password signed in: %v", err)
 	}
-	if err := app.ChangePassword(ctx, modelstest.User(u.ID), "guess", "first password"); models.KindOf(err) != models.KindForbidden {
+	if err := app.Auth().ChangePassword(ctx, modelstest.User(u.ID), "guess", "first password"); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("old password given for an account without one: %v", err)
 	}
-	if err := app.ChangePassword(ctx, modelstest.User(u.ID), "", "first password"); err != nil {
+	if err := app.Auth().ChangePassword(ctx, modelstest.User(u.ID), "", "first password"); err != nil {
 		t.Fatalf("setting the first password: %v", err)
 	}
-	if err := app.ChangePassword(ctx, modelstest.User(u.ID), "", "second password"); models.KindOf(err) != models.KindForbidden {
+	if err := app.Auth().ChangePassword(ctx, modelstest.User(u.ID), "", "second password"); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("replacing a password without the old one: %v", err)
 	}
-	if got, err := app.Authenticate(ctx, "OIDC@example.com", "first password", "192.0.2.1"); err != nil || got.ID != u.ID {
+	if got, err := app.Auth().Authenticate(ctx, "OIDC@example.com", "first password", "192.0.2.1"); err != nil || got.ID != u.ID {
 		t.Fatalf("sign-in with the new password: %v", err)
 	}
 }
@@ -161,13 +161,13 @@ func TestSignInCodeSetsANewPassword(t *testing.T) {
 	if err := app.DB.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := app.SendSignInCode(ctx, "nobody@example.com", "192.0.2.1"); err != nil || codeRE.MatchString(logs.String()) {
+	if err := app.Auth().SendSignInCode(ctx, "nobody@example.com", "192.0.2.1"); err != nil || codeRE.MatchString(logs.String()) {
 		t.Fatalf("an unknown address: %v, log %s", err, logs.String())
 	}
-	if err := app.SendSignInCode(ctx, "not an address", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+	if err := app.Auth().SendSignInCode(ctx, "not an address", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("an invalid address: %v", err)
 	}
-	if err := app.SendSignInCode(ctx, "Buyer@Example.com", "192.0.2.1"); err != nil {
+	if err := app.Auth().SendSignInCode(ctx, "Buyer@Example.com", "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	code := lastCode()
@@ -175,24 +175,24 @@ func TestSignInCodeSetsANewPassword(t *testing.T) {
 	if code == wrong {
 		wrong = "111111"
 	}
-	if _, err := app.ResetPassword(ctx, "buyer@example.com", wrong, "a new password", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Auth().ResetPassword(ctx, "buyer@example.com", wrong, "a new password", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("a wrong code: %v", err)
 	}
-	if _, err := app.ResetPassword(ctx, "buyer@example.com", code, "short", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Auth().ResetPassword(ctx, "buyer@example.com", code, "short", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("a short password: %v", err)
 	}
 	// A registration cannot use a sign-in code.
-	if _, err := app.Register(ctx, models.RegisterInput{Email: "buyer@example.com", Password: "a new password", Code: code, InvitationCode: "x"}, "192.0.2.1"); err == nil {
+	if _, err := app.Auth().Register(ctx, models.RegisterInput{Email: "buyer@example.com", Password: "a new password", Code: code, InvitationCode: "x"}, "192.0.2.1"); err == nil {
 		t.Fatal("registered with a sign-in code")
 	}
-	got, err := app.ResetPassword(ctx, "buyer@example.com", code, "a new password", "192.0.2.1")
+	got, err := app.Auth().ResetPassword(ctx, "buyer@example.com", code, "a new password", "192.0.2.1")
 	if err != nil || got.ID != u.ID {
 		t.Fatalf("reset: %v", err)
 	}
-	if _, err := app.Authenticate(ctx, "buyer@example.com", "a new password", "192.0.2.1"); err != nil {
+	if _, err := app.Auth().Authenticate(ctx, "buyer@example.com", "a new password", "192.0.2.1"); err != nil {
 		t.Fatalf("sign-in with the new password: %v", err)
 	}
-	if _, err := app.ResetPassword(ctx, "buyer@example.com", code, "a third password", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Auth().ResetPassword(ctx, "buyer@example.com", code, "a third password", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("a used code: %v", err)
 	}
 }

@@ -14,7 +14,8 @@ type BalanceView struct {
 
 // Balance returns what the identity can spend: the tenant's whole pool for a tenant key, the member's
 // dedicated credits or the shared pool's spendable part for a member, the person's credits for a login.
-func (a *App) Balance(ctx context.Context, id *Identity) (*BalanceView, error) {
+func (crs *CreditService) Balance(ctx context.Context, id *Identity) (*BalanceView, error) {
+	a := crs.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -70,7 +71,8 @@ func (a *App) reportedTenant(ctx context.Context, id *Identity) (*Tenant, error)
 }
 
 // Pool returns the tenant's pool figures.
-func (a *App) Pool(ctx context.Context, id *Identity) (*PoolView, error) {
+func (crs *CreditService) Pool(ctx context.Context, id *Identity) (*PoolView, error) {
+	a := crs.a
 	t, err := a.reportedTenant(ctx, id)
 	if err != nil {
 		return nil, err

@@ -187,7 +187,8 @@ var errClaimNotFound = NotFound("claim code")
 func NewClaimCode() string { return ClaimCodePrefix + RandomString(claimSuffixLen, claimAlphabet) }
 
 // ClaimURL returns the landing page of a code on {claim_site_url}.
-func (a *App) ClaimURL(code string) string {
+func (cls *ClaimService) ClaimURL(code string) string {
+	a := cls.a
 	return strings.TrimRight(a.Config.ClaimSiteURL, "/") + "/claim/" + code
 }
 
@@ -250,7 +251,8 @@ func (in *ClaimInput) validate() ([]string, error) {
 // the pool's spendable part (KindConflict with need and have when it is short), every bundled template
 // becomes gated, and the code is stored with the tenant recorded on it. A failure at any step, the
 // store included, leaves pool and templates exactly as they were.
-func (a *App) CreateClaimCode(ctx context.Context, id *Identity, in ClaimInput) (*ClaimCreated, error) {
+func (cls *ClaimService) CreateClaimCode(ctx context.Context, id *Identity, in ClaimInput) (*ClaimCreated, error) {
+	a := cls.a
 	if err := id.Require(CapClaimCodes); err != nil {
 		return nil, err
 	}
@@ -279,7 +281,7 @@ func (a *App) CreateClaimCode(ctx context.Context, id *Identity, in ClaimInput) 
 		if err := a.takeClaimCredits(tx, t, credits, code, in.Note); err != nil {
 			return err
 		}
-		if err := a.GateTemplatesTx(tx, ids); err != nil {
+		if err := a.Templates().GateTemplatesTx(tx, ids); err != nil {
 			return err
 		}
 		copyText, images := claimProductCopy(t.Name, credits, tpls), claimProductImages(tpls)
@@ -289,7 +291,7 @@ func (a *App) CreateClaimCode(ctx context.Context, id *Identity, in ClaimInput) 
 		if err := tx.Create(row).Error; err != nil {
 			return Internal("claim: store code", err)
 		}
-		out = &ClaimCreated{Code: code, ClaimURL: a.ClaimURL(code), ProductCopy: copyText,
+		out = &ClaimCreated{Code: code, ClaimURL: a.Claims().ClaimURL(code), ProductCopy: copyText,
 			ProductImages: images, Credits: credits, Templates: claimRefs(tpls), TutorialPDF: row.tutorial(),
 			CreditsBalanceAfter: t.Balance()}
 		out.ReplyText = claimReplyText(out)
@@ -472,7 +474,8 @@ func findClaimCode(db *gorm.DB, code string) (*ClaimCode, error) {
 // PreviewClaim returns the public benefit list of a code (GET /api/promo-claims): templates without any
 // prompt text, credits, tutorial, the tenant that provides it, and whether it can still be claimed.
 // An unknown code is KindNotFound; a used or disabled one is answered with Claimable false.
-func (a *App) PreviewClaim(ctx context.Context, code, clientAddr string) (*ClaimPreview, error) {
+func (cls *ClaimService) PreviewClaim(ctx context.Context, code, clientAddr string) (*ClaimPreview, error) {
+	a := cls.a
 	if err := a.countClaimCall(ctx, "claim-preview/address", clientAddr, ClaimPreviewsPerAddress); err != nil {
 		return nil, err
 	}
@@ -539,7 +542,8 @@ func (in *RedeemInput) validate() error {
 // A redemption never signs anyone in to an account that existed before it (D8): only the answer of the
 // redemption that created the account carries a login token; every other answer carries none and says
 // SignInRequired. Knowing a code and an e-mail therefore never opens an account its owner already holds.
-func (a *App) RedeemClaim(ctx context.Context, in RedeemInput, clientAddr string) (*ClaimRedeemed, error) {
+func (cls *ClaimService) RedeemClaim(ctx context.Context, in RedeemInput, clientAddr string) (*ClaimRedeemed, error) {
+	a := cls.a
 	if err := a.countClaimCall(ctx, "claim-redeem/address", clientAddr, ClaimRedeemsPerAddress); err != nil {
 		return nil, err
 	}
@@ -720,7 +724,8 @@ func claimLoginHint(email string) string {
 // UserClaims returns what a personal login holds through claims (GET /api/claims): the granted
 // templates as the login sees them (a grant unlocks a gated template's prompt and images) and the codes
 // it redeemed, newest first.
-func (a *App) UserClaims(ctx context.Context, id *Identity) (*UserClaims, error) {
+func (cls *ClaimService) UserClaims(ctx context.Context, id *Identity) (*UserClaims, error) {
+	a := cls.a
 	if err := id.Require(CapClaims); err != nil {
 		return nil, err
 	}
@@ -785,7 +790,8 @@ func (a *App) UserClaims(ctx context.Context, id *Identity) (*UserClaims, error)
 
 // DisableClaimCode voids a code (administrator action promo-claim-disable): it can no longer be redeemed.
 // What an earlier redemption granted stays granted. An unknown code is KindNotFound.
-func (a *App) DisableClaimCode(ctx context.Context, code string) error {
+func (cls *ClaimService) DisableClaimCode(ctx context.Context, code string) error {
+	a := cls.a
 	if strings.TrimSpace(code) == "" {
 		return Invalid("code is required")
 	}
@@ -809,7 +815,7 @@ func registerClaimAdmin(r *AdminActions, a *App) {
 		Run: adminRun(func(ctx context.Context, in struct {
 			Code string `json:"code"`
 		}) (any, error) {
-			if err := a.DisableClaimCode(ctx, in.Code); err != nil {
+			if err := a.Claims().DisableClaimCode(ctx, in.Code); err != nil {
 				return nil, err
 			}
 			return map[string]any{"ok": true}, nil

@@ -30,7 +30,8 @@ type ClaimCodeView struct {
 // ClaimCodesFor lists claim codes, newest first (at most MaxClaimCodesListed): a tenant key its own
 // codes, the administrator every code. Any other identity is KindForbidden (tenants see their codes only
 // through the console, spec 4.14).
-func (a *App) ClaimCodesFor(ctx context.Context, id *Identity) ([]ClaimCodeView, error) {
+func (cls *ClaimService) ClaimCodesFor(ctx context.Context, id *Identity) ([]ClaimCodeView, error) {
+	a := cls.a
 	if err := id.Require(CapReadClaimCodes); err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func (a *App) ClaimCodesFor(ctx context.Context, id *Identity) ([]ClaimCodeView,
 			tpls = append(tpls, byID[tid])
 		}
 		v := ClaimCodeView{Code: c.Code, TenantID: c.TenantID, TenantName: name, Credits: c.Credits, Note: c.Note,
-			Status: c.status(), ClaimURL: a.ClaimURL(c.Code), ProductCopy: c.ProductCopy, Templates: claimRefs(presentTemplates(tpls)),
+			Status: c.status(), ClaimURL: a.Claims().ClaimURL(c.Code), ProductCopy: c.ProductCopy, Templates: claimRefs(presentTemplates(tpls)),
 			TutorialPDF: c.tutorial(), RedeemedAt: c.RedeemedAt, CreatedAt: c.CreatedAt.UTC()}
 		v.ReplyText = claimReplyText(&ClaimCreated{Code: c.Code, ClaimURL: v.ClaimURL, Credits: c.Credits,
 			Templates: v.Templates, TutorialPDF: v.TutorialPDF})

@@ -16,7 +16,7 @@ import (
 func platformTemplate(t *testing.T, app *models.App, slug string) string {
 	t.Helper()
 	admin := &models.Identity{Kind: models.IdentityAdmin}
-	v, err := app.CreateTemplate(context.Background(), admin, models.TemplateInput{Type: models.TemplateImage, Slug: slug,
+	v, err := app.Templates().CreateTemplate(context.Background(), admin, models.TemplateInput{Type: models.TemplateImage, Slug: slug,
 		ZhName: "海报 " + slug, SampleImages: []string{"https://cdn.example.com/" + slug + ".png"},
 		GenerationConfigs: json.RawMessage(`[{"model":"auto","prompt_template":"secret {title}","fields":[{"key":"title","label":"标题"}]}]`)})
 	if err != nil {
@@ -28,7 +28,7 @@ func platformTemplate(t *testing.T, app *models.App, slug string) string {
 // newClaim creates a claim code of credits over the templates.
 func newClaim(t *testing.T, app *models.App, tenant *models.Identity, credits int64, ids ...string) *models.ClaimCreated {
 	t.Helper()
-	c, err := app.CreateClaimCode(context.Background(), tenant, models.ClaimInput{TemplateIDs: ids, Credits: ptr(credits)})
+	c, err := app.Claims().CreateClaimCode(context.Background(), tenant, models.ClaimInput{TemplateIDs: ids, Credits: ptr(credits)})
 	if err != nil {
 		t.Fatalf("create claim code: %v", err)
 	}
@@ -48,7 +48,7 @@ func claimLedgerRows(t *testing.T, app *models.App, kind, ref string) int64 {
 // claimAuditClean fails the test unless every balance equals the sum of its ledger rows.
 func claimAuditClean(t *testing.T, app *models.App) {
 	t.Helper()
-	bad, err := app.AuditLedger(context.Background())
+	bad, err := app.Credits().AuditLedger(context.Background())
 	if err != nil || len(bad) > 0 {
 		t.Fatalf("ledger audit: %v %v", bad, err)
 	}
@@ -65,7 +65,7 @@ func TestClaimCreateDeductsGatesAndRecords(t *testing.T) {
 	if c.CreditsBalanceAfter != 70 || len(c.Templates) != 1 || !strings.HasPrefix(c.ProductCopy, "由「Acme」提供") {
 		t.Fatalf("created = %+v", c)
 	}
-	ten, _ := app.TenantSettings(context.Background(), tenant)
+	ten, _ := app.Accounts().TenantSettings(context.Background(), tenant)
 	if ten.Spendable != 70 {
 		t.Fatalf("spendable = %d, want 70", ten.Spendable)
 	}
@@ -98,13 +98,13 @@ func TestClaimCreateInsufficientChangesNothing(t *testing.T) {
 	app := newApp(t)
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](10)})
 	id := platformTemplate(t, app, "poster")
-	_, err := app.CreateClaimCode(context.Background(), tenant, models.ClaimInput{TemplateIDs: []string{id}, Credits: ptr[int64](11)})
+	_, err := app.Claims().CreateClaimCode(context.Background(), tenant, models.ClaimInput{TemplateIDs: []string{id}, Credits: ptr[int64](11)})
 	if models.KindOf(err) != models.KindConflict || !strings.Contains(err.Error(), "need 11, have 10") {
 		t.Fatalf("err = %v, want conflict with need 11, have 10", err)
 	}
 	var tpl models.Template
 	app.DB.First(&tpl, "id = ?", id)
-	ten, _ := app.TenantSettings(context.Background(), tenant)
+	ten, _ := app.Accounts().TenantSettings(context.Background(), tenant)
 	if tpl.Gated || ten.Spendable != 10 {
 		t.Fatalf("after refusal: gated %v, spendable %d", tpl.Gated, ten.Spendable)
 	}
@@ -124,7 +124,7 @@ func redeemRace(t *testing.T, n int) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = app.RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "buyer",
+			_, errs[i] = app.Claims().RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "buyer",
 				Email: fmt.Sprintf("buyer%d@example.com", i)}, fmt.Sprintf("192.0.2.%d", i+1))
 		})
 	}
@@ -189,7 +189,7 @@ func TestClaimRedeemSameEmailConcurrentlyGrantsOnce(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = app.RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "b", Email: "Same@Example.com"}, "192.0.2.1")
+			_, errs[i] = app.Claims().RedeemClaim(context.Background(), models.RedeemInput{Code: c.Code, Nickname: "b", Email: "Same@Example.com"}, "192.0.2.1")
 		})
 	}
 	wg.Wait()
@@ -198,7 +198,7 @@ func TestClaimRedeemSameEmailConcurrentlyGrantsOnce(t *testing.T) {
 			t.Errorf("redemption %d by the same e-mail: %v", i, err)
 		}
 	}
-	u, err := app.UserByEmail(context.Background(), "same@example.com")
+	u, err := app.Accounts().UserByEmail(context.Background(), "same@example.com")
 	if err != nil || u.Credits != 7 {
 		t.Fatalf("user = %+v %v, want 7 credits", u, err)
 	}
@@ -218,7 +218,7 @@ func TestClaimRedeemReusesAccountAndRefusesDisabled(t *testing.T) {
 	app.DB.First(&u, "id = ?", existing.UserID)
 
 	first := newClaim(t, app, tenant, 10, id)
-	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: first.Code, Nickname: "new name", Email: u.Email}, "192.0.2.1"); err != nil {
+	if _, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: first.Code, Nickname: "new name", Email: u.Email}, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	var after models.User
@@ -228,17 +228,17 @@ func TestClaimRedeemReusesAccountAndRefusesDisabled(t *testing.T) {
 	}
 
 	second := newClaim(t, app, tenant, 10, id)
-	if err := app.DisableClaimCode(ctx, second.Code); err != nil {
+	if err := app.Claims().DisableClaimCode(ctx, second.Code); err != nil {
 		t.Fatal(err)
 	}
-	_, err := app.RedeemClaim(ctx, models.RedeemInput{Code: second.Code, Nickname: "x", Email: "x@example.com"}, "192.0.2.1")
+	_, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: second.Code, Nickname: "x", Email: "x@example.com"}, "192.0.2.1")
 	if models.KindOf(err) != models.KindConflict {
 		t.Fatalf("redeem disabled code: %v, want conflict", err)
 	}
-	if err := app.DisableClaimCode(ctx, "promo-doesnotexist2345678"); models.KindOf(err) != models.KindNotFound {
+	if err := app.Claims().DisableClaimCode(ctx, "promo-doesnotexist2345678"); models.KindOf(err) != models.KindNotFound {
 		t.Fatalf("disable unknown: %v, want not found", err)
 	}
-	p, err := app.PreviewClaim(ctx, second.Code, "192.0.2.1")
+	p, err := app.Claims().PreviewClaim(ctx, second.Code, "192.0.2.1")
 	if err != nil || p.Status != models.ClaimDisabled || p.Claimable {
 		t.Fatalf("preview disabled = %+v %v", p, err)
 	}
@@ -249,11 +249,11 @@ func TestClaimUserClaimsShowsPrompts(t *testing.T) {
 	ctx := context.Background()
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
 	c := newClaim(t, app, tenant, 3, platformTemplate(t, app, "poster"))
-	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: c.Code, Nickname: "b", Email: "b@example.com"}, "192.0.2.1"); err != nil {
+	if _, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: c.Code, Nickname: "b", Email: "b@example.com"}, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := app.UserByEmail(ctx, "b@example.com")
-	got, err := app.UserClaims(ctx, &models.Identity{Kind: models.IdentityUser, UserID: u.ID})
+	u, _ := app.Accounts().UserByEmail(ctx, "b@example.com")
+	got, err := app.Claims().UserClaims(ctx, &models.Identity{Kind: models.IdentityUser, UserID: u.ID})
 	if err != nil || len(got.Templates) != 1 || len(got.Codes) != 1 || got.Codes[0].ProvidedBy != "Acme" {
 		t.Fatalf("claims = %+v %v", got, err)
 	}
@@ -268,42 +268,42 @@ func TestClaimBuyerSetsAFirstPassword(t *testing.T) {
 	ctx := context.Background()
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
 	code := newClaim(t, app, tenant, 10, platformTemplate(t, app, "poster"))
-	red, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "Bo@Example.com"}, "192.0.2.1")
+	red, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "Bo@Example.com"}, "192.0.2.1")
 	if err != nil || red.Token == nil || red.TokenExpiresAt == nil || red.SignInRequired {
 		t.Fatalf("redeem for a new account: %v, %+v: want a token", err, red)
 	}
 	token := *red.Token
-	if _, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("a buyer without a password signed in: %v", err)
 	}
 	// A repeated redemption gives no token: only the first answer carries one (D8).
-	again, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "bo@example.com"}, "192.0.2.1")
+	again, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "Bo", Email: "bo@example.com"}, "192.0.2.1")
 	if err != nil || again.Token != nil || again.TokenExpiresAt != nil || !again.SignInRequired {
 		t.Fatalf("redeem again: %v, %+v: want no token and sign_in_required", err, again)
 	}
 	for _, bad := range []string{"short", strings.Repeat("长", 25)} { // 7 characters; 25 characters of 75 bytes
-		if _, err := app.SetFirstPassword(ctx, token, bad); models.KindOf(err) != models.KindInvalid {
+		if _, err := app.Auth().SetFirstPassword(ctx, token, bad); models.KindOf(err) != models.KindInvalid {
 			t.Fatalf("password %q: %v, want invalid", bad, err)
 		}
 	}
-	if _, err := app.SetFirstPassword(ctx, "not a token", "long enough"); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().SetFirstPassword(ctx, "not a token", "long enough"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("a wrong token: %v, want unauthenticated", err)
 	}
-	u, err := app.SetFirstPassword(ctx, token, "long enough")
+	u, err := app.Auth().SetFirstPassword(ctx, token, "long enough")
 	if err != nil || u.Email != "bo@example.com" {
 		t.Fatalf("first password: %v %+v", err, u)
 	}
-	if got, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil || got.ID != u.ID {
+	if got, err := app.Auth().Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil || got.ID != u.ID {
 		t.Fatalf("sign-in with the new password: %v", err)
 	}
 	// Setting the password ended the token: it neither signs in nor sets another password.
-	if _, err := app.ResolveIdentity(ctx, token); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().ResolveIdentity(ctx, token); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("the redemption's token after the first password: %v, want unauthenticated", err)
 	}
-	if _, err := app.SetFirstPassword(ctx, token, "another password"); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().SetFirstPassword(ctx, token, "another password"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("second first password: %v, want unauthenticated", err)
 	}
-	if _, err := app.Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil {
+	if _, err := app.Auth().Authenticate(ctx, "bo@example.com", "long enough", "192.0.2.1"); err != nil {
 		t.Fatalf("the first password no longer works: %v", err)
 	}
 }
@@ -316,7 +316,7 @@ func TestClaimForAnExistingAccountSignsNobodyIn(t *testing.T) {
 	var u models.User
 	app.DB.First(&u, "id = ?", victim.UserID)
 	code := newClaim(t, app, tenant, 1, platformTemplate(t, app, "poster"))
-	red, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "attacker", Email: u.Email}, "192.0.2.1")
+	red, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "attacker", Email: u.Email}, "192.0.2.1")
 	if err != nil || red.Token != nil || red.TokenExpiresAt != nil || !red.SignInRequired || red.Credits != 1 {
 		t.Fatalf("redeem for an existing account: %v, %+v: want the grant, no token, sign_in_required", err, red)
 	}

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"gorm.io/gorm"
@@ -68,13 +69,59 @@ type BindingChecker interface {
 	CheckBinding(model string) error
 }
 
+// Router is the routing side of the core's use cases (jobs implements it over its routing engine and
+// upstreams): whether an upstream can serve a request now, checked before anything is charged, and the
+// generations answered within the request. Its errors are the core's (*Error) where they concern the
+// caller: 400 当前无可用上游 for a request no upstream can serve, 503 when every upstream failed.
+type Router interface {
+	// PlanImage refuses an image request no upstream can serve, or that names an unknown model.
+	PlanImage(p *ImageParams) error
+	// PlanVideo refuses a video request of tier no upstream can serve.
+	PlanVideo(tier string, duration int, resolution string, p *VideoParams) error
+	// PlanChat refuses a chat request (an image reading when vision) no upstream can serve.
+	PlanChat(vision bool) error
+	// Chat asks the chat upstreams of the routing chain, in turn, for one completion; accept reads the
+	// answer, and an answer it refuses counts as that upstream's failure. what names the operation in errors.
+	Chat(ctx context.Context, what string, msgs []ChatMessage, json bool, accept func(answer string) error) error
+	// ReadPicture asks the vision upstreams of the chain, in turn, to read a picture, as Chat does.
+	ReadPicture(ctx context.Context, what string, img []byte, mime, instruction string, accept func(answer string) error) error
+	// FetchPicture reads the picture of an image reading's image_url (the media store's own, or a public URL).
+	FetchPicture(ctx context.Context, rawURL string) ([]byte, string, error)
+	// CancelUpstream cancels a video task at its upstream, best effort (failures are logged).
+	CancelUpstream(ctx context.Context, taskID, upstreamName, upstreamTaskID string)
+	// Catalogue lists the image channels and the video tiers with whether an upstream in rotation serves them.
+	Catalogue() ([]ModelChannel, map[string]bool)
+	// Relay answers an OpenAI chat/completions body, writing the answer (a stream or a JSON body) to w.
+	Relay(ctx context.Context, id *Identity, body []byte, w http.ResponseWriter) error
+	// ChatModels lists the models the relay accepts.
+	ChatModels() []string
+}
+
+// Follower streams the changes of jobs and video tasks to a subscriber (jobs/events).
+type Follower interface {
+	FollowJob(ctx context.Context, id *Identity, jobID string) (<-chan *JobView, error)
+	FollowJobs(ctx context.Context, id *Identity) (<-chan *JobView, error)
+	FollowVideo(ctx context.Context, id *Identity, taskID string) (<-chan *VideoTaskView, error)
+}
+
+// Process is this replica's asynchronous side as readiness sees it (jobs.Service).
+type Process interface {
+	// Running reports whether the workers run.
+	Running() bool
+	// Draining reports whether the replica is stopping (SIGTERM): it finishes its requests and work.
+	Draining() bool
+}
+
 // Deps are the asynchronous side's parts the core calls, given to NewApp. A nil part is left out: no
 // work is queued, no event announced, any binding accepted (an App without workers: the models tests,
-// offline tools).
+// offline tools); a use case that needs the missing Router or Follower answers 503.
 type Deps struct {
 	Queue    Enqueuer
 	Events   Publisher
 	Bindings BindingChecker
+	Router   Router
+	Follower Follower
+	Process  Process
 }
 
 // enqueue puts work on the queue inside tx.

@@ -55,16 +55,16 @@ func TestNewAppCallsItsDeps(t *testing.T) {
 	}
 	id := newTenant(t, app, models.TenantInput{Credits: ptr(int64(100))})
 	prompt := "a fox"
-	p, err := app.PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
+	p, err := app.Jobs().PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := app.CreateImageJobs(ctx, id, []*models.PreparedImage{p})
+	jobs, err := app.Jobs().CreateImageJobs(ctx, id, []*models.PreparedImage{p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := jobs[0]
-	if err := app.SetJobProgress(ctx, j.ID, "drawing"); err != nil {
+	if err := app.Jobs().SetJobProgress(ctx, j.ID, "drawing"); err != nil {
 		t.Fatal(err)
 	}
 	deps.mu.Lock()

@@ -63,7 +63,8 @@ func (h *TemplateHook) view() HookView {
 }
 
 // ListHooks returns the caller's hooks, optionally only those of one image template slug.
-func (a *App) ListHooks(ctx context.Context, id *Identity, imageTemplateSlug string) ([]HookView, error) {
+func (acs *AccountService) ListHooks(ctx context.Context, id *Identity, imageTemplateSlug string) ([]HookView, error) {
+	a := acs.a
 	if err := id.Require(CapHooks); err != nil {
 		return nil, err
 	}
@@ -85,7 +86,8 @@ func (a *App) ListHooks(ctx context.Context, id *Identity, imageTemplateSlug str
 // UpsertHook stores the binding of in for the caller's tenant: a new hook, or an update of the one with
 // the same image template slug and hook type. created tells which. The templates must exist and be
 // visible to the tenant; only their slugs are stored.
-func (a *App) UpsertHook(ctx context.Context, id *Identity, in HookInput) (view *HookView, created bool, err error) {
+func (acs *AccountService) UpsertHook(ctx context.Context, id *Identity, in HookInput) (view *HookView, created bool, err error) {
+	a := acs.a
 	if err := id.Require(CapHooks); err != nil {
 		return nil, false, err
 	}
@@ -130,7 +132,8 @@ func (a *App) UpsertHook(ctx context.Context, id *Identity, in HookInput) (view 
 }
 
 // UpdateHook changes the fields present in p of one of the caller's hooks; another tenant's hook is 404.
-func (a *App) UpdateHook(ctx context.Context, id *Identity, p HookPatch) (*HookView, error) {
+func (acs *AccountService) UpdateHook(ctx context.Context, id *Identity, p HookPatch) (*HookView, error) {
+	a := acs.a
 	if err := id.Require(CapHooks); err != nil {
 		return nil, err
 	}
@@ -196,7 +199,8 @@ func (a *App) UpdateHook(ctx context.Context, id *Identity, p HookPatch) (*HookV
 }
 
 // DeleteHook removes one of the caller's hooks; another tenant's hook is 404.
-func (a *App) DeleteHook(ctx context.Context, id *Identity, hookID string) error {
+func (acs *AccountService) DeleteHook(ctx context.Context, id *Identity, hookID string) error {
+	a := acs.a
 	if err := id.Require(CapHooks); err != nil {
 		return err
 	}

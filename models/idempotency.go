@@ -27,7 +27,8 @@ const idempotencyInFlight = 0
 // response when the key already answered the same body; the key with another body is KindUnprocessable
 // (422) and a first request still running is KindConflict (409). When it returns (nil, nil) the caller
 // runs the request and then calls FinishIdempotent.
-func (a *App) BeginIdempotent(ctx context.Context, id *Identity, route, key string, body []byte) (*IdempotentReplay, error) {
+func (js *JobService) BeginIdempotent(ctx context.Context, id *Identity, route, key string, body []byte) (*IdempotentReplay, error) {
+	a := js.a
 	if key == "" {
 		return nil, nil
 	}
@@ -67,7 +68,8 @@ func (a *App) BeginIdempotent(ctx context.Context, id *Identity, route, key stri
 
 // FinishIdempotent stores the first response of a claimed key; a response that is not a success
 // releases the key instead, so that a corrected retry with the same key runs again.
-func (a *App) FinishIdempotent(ctx context.Context, id *Identity, route, key string, status int, body []byte) {
+func (js *JobService) FinishIdempotent(ctx context.Context, id *Identity, route, key string, status int, body []byte) {
+	a := js.a
 	if key == "" {
 		return
 	}

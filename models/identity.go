@@ -69,7 +69,8 @@ var errBadCredential = Unauthenticated("invalid API key")
 // identity cache" below), so that a busy relay does not read the database on every request; a rekey,
 // a disable or a tenant rekey evicts them on every replica at once. The caller may change the
 // returned Identity (it is a copy).
-func (a *App) ResolveIdentity(ctx context.Context, credential string) (*Identity, error) {
+func (au *AuthService) ResolveIdentity(ctx context.Context, credential string) (*Identity, error) {
+	a := au.a
 	credential = strings.TrimSpace(credential)
 	if credential == "" {
 		return nil, Unauthenticated("missing credentials: send X-API-Key or Authorization: Bearer")
@@ -231,7 +232,8 @@ func (a *App) identities() *identityCache {
 
 // IdentityCacheReady waits until the identity cache serves entries: at once on SQLite, on PostgreSQL
 // once its listener follows credential changes. Requests are served (from the database) before it.
-func (a *App) IdentityCacheReady(ctx context.Context) error {
+func (au *AuthService) IdentityCacheReady(ctx context.Context) error {
+	a := au.a
 	select {
 	case <-a.identities().ready:
 		return nil

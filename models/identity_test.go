@@ -12,7 +12,7 @@ import (
 // resolve resolves a credential and fails the test on an error.
 func resolve(t *testing.T, app *models.App, key string) *models.Identity {
 	t.Helper()
-	id, err := app.ResolveIdentity(context.Background(), key)
+	id, err := app.Auth().ResolveIdentity(context.Background(), key)
 	if err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
@@ -21,7 +21,7 @@ func resolve(t *testing.T, app *models.App, key string) *models.Identity {
 
 // refused reports whether a credential is refused as unauthenticated.
 func refused(app *models.App, key string) bool {
-	_, err := app.ResolveIdentity(context.Background(), key)
+	_, err := app.Auth().ResolveIdentity(context.Background(), key)
 	return models.KindOf(err) == models.KindUnauthenticated
 }
 
@@ -30,7 +30,7 @@ func readyCache(t *testing.T, app *models.App) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := app.IdentityCacheReady(ctx); err != nil {
+	if err := app.Auth().IdentityCacheReady(ctx); err != nil {
 		t.Fatalf("identity cache not ready: %v", err)
 	}
 }
@@ -46,7 +46,7 @@ func dropKeyBehindTheCache(t *testing.T, app *models.App, key string) {
 func TestIdentityCacheServesKeysWithoutTheDatabase(t *testing.T) {
 	app := newApp(t)
 	readyCache(t, app)
-	ten, key, err := app.CreateTenant(context.Background(), models.TenantInput{Name: "Acme"})
+	ten, key, err := app.Accounts().CreateTenant(context.Background(), models.TenantInput{Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func TestIdentityCacheEvictsOnRekeyAndDisableAtOnce(t *testing.T) {
 	app := newApp(t)
 	readyCache(t, app)
 	ctx := context.Background()
-	ten, tenantKey, err := app.CreateTenant(ctx, models.TenantInput{Name: "Acme"})
+	ten, tenantKey, err := app.Accounts().CreateTenant(ctx, models.TenantInput{Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	acc, err := app.CreateAccount(ctx, modelstest.Tenant(ten.ID), models.AccountInput{Email: "ann@example.com"})
+	acc, err := app.Accounts().CreateAccount(ctx, modelstest.Tenant(ten.ID), models.AccountInput{Email: "ann@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestIdentityCacheEvictsOnRekeyAndDisableAtOnce(t *testing.T) {
 		t.Fatalf("member identity = %+v", id)
 	}
 
-	newMemberKey, err := app.RekeyAccount(ctx, modelstest.Tenant(ten.ID), acc.ID)
+	newMemberKey, err := app.Accounts().RekeyAccount(ctx, modelstest.Tenant(ten.ID), acc.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,18 +90,18 @@ func TestIdentityCacheEvictsOnRekeyAndDisableAtOnce(t *testing.T) {
 		t.Fatal("the old member key still works right after its rekey")
 	}
 	resolve(t, app, newMemberKey)
-	if err := app.ToggleAccount(ctx, modelstest.Tenant(ten.ID), acc.ID, true); err != nil {
+	if err := app.Accounts().ToggleAccount(ctx, modelstest.Tenant(ten.ID), acc.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	if !refused(app, newMemberKey) {
 		t.Fatal("a disabled member's key still works right after the disable")
 	}
-	if err := app.ToggleAccount(ctx, modelstest.Tenant(ten.ID), acc.ID, false); err != nil {
+	if err := app.Accounts().ToggleAccount(ctx, modelstest.Tenant(ten.ID), acc.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	resolve(t, app, newMemberKey)
 
-	newTenantKey, err := app.RekeyTenant(ctx, ten.ID)
+	newTenantKey, err := app.Accounts().RekeyTenant(ctx, ten.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestIdentityCacheKeepsLoginExpiry(t *testing.T) {
 	app := newApp(t)
 	readyCache(t, app)
 	u := newUser(t, app, 0)
-	tok, _, err := app.IssueUserToken(u.UserID, time.Hour)
+	tok, _, err := app.Auth().IssueUserToken(u.UserID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +150,11 @@ func TestIdentityCacheFollowsChangesAcrossReplicas(t *testing.T) {
 		return app
 	}
 	one, two := replica(), replica()
-	ten, key, err := one.CreateTenant(ctx, models.TenantInput{Name: "Acme"})
+	ten, key, err := one.Accounts().CreateTenant(ctx, models.TenantInput{Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, bystanderKey, err := one.CreateTenant(ctx, models.TenantInput{Name: "Bystander"})
+	_, bystanderKey, err := one.Accounts().CreateTenant(ctx, models.TenantInput{Name: "Bystander"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestIdentityCacheFollowsChangesAcrossReplicas(t *testing.T) {
 	dropKeyBehindTheCache(t, one, bystanderKey)
 	resolve(t, two, bystanderKey)
 
-	if _, err := one.RekeyTenant(ctx, ten.ID); err != nil {
+	if _, err := one.Accounts().RekeyTenant(ctx, ten.ID); err != nil {
 		t.Fatal(err)
 	}
 	// The rekey returns once its own replica heard the notice; the other hears it at the same moment.
@@ -203,13 +203,13 @@ func TestIdentityCacheSeesAnotherProcessOnSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ten, key, err := server.CreateTenant(ctx, models.TenantInput{Name: "Acme"})
+	ten, key, err := server.Accounts().CreateTenant(ctx, models.TenantInput{Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resolve(t, server, key)
 	time.Sleep(300 * time.Millisecond) // let the watcher take the data version after the server's own writes
-	if _, err := cli.RekeyTenant(ctx, ten.ID); err != nil {
+	if _, err := cli.Accounts().RekeyTenant(ctx, ten.ID); err != nil {
 		t.Fatal(err)
 	}
 	rekeyed := time.Now()

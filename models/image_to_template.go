@@ -23,14 +23,15 @@ type ImageToTemplateRequest struct {
 const ImageToTemplateCost = 1
 
 // PrepareImageToTemplate validates an image-to-template request; it is charged 1 credit like image reading.
-func (a *App) PrepareImageToTemplate(ctx context.Context, id *Identity, req ImageToTemplateRequest) (*PreparedImage, error) {
+func (js *JobService) PrepareImageToTemplate(ctx context.Context, id *Identity, req ImageToTemplateRequest) (*PreparedImage, error) {
+	a := js.a
 	if err := id.Require(CapImageToTemplate); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(req.ImageURL) == "" {
 		return nil, Invalid("image_url is required: upload the picture first (POST /api/upload-ref)")
 	}
-	if err := a.CheckMediaURL(ctx, req.ImageURL); err != nil {
+	if err := a.Jobs().CheckMediaURL(ctx, req.ImageURL); err != nil {
 		return nil, Invalid("image_url: %s", err.Error())
 	}
 	if len([]rune(req.ZhName)) > 100 {
@@ -52,7 +53,8 @@ type TemplateDraft struct {
 }
 
 // CompleteImageToTemplate creates the template from the draft and marks the job done, in one transaction.
-func (a *App) CompleteImageToTemplate(ctx context.Context, jobID string, d TemplateDraft) error {
+func (js *JobService) CompleteImageToTemplate(ctx context.Context, jobID string, d TemplateDraft) error {
+	a := js.a
 	return a.completeJob(ctx, jobID, func(tx *gorm.DB, j *Job) (map[string]any, error) {
 		p, _ := j.JobParams()
 		keys := contract.NormalizePlaceholders(d.Roles)
@@ -97,7 +99,7 @@ func (a *App) CompleteImageToTemplate(ctx context.Context, jobID string, d Templ
 		in := TemplateInput{Type: "image", ZhName: name, Description: d.Description, Ratio: d.Ratio, Genre: d.Genre,
 			Category: p.TemplateCategory, SampleImages: []string{p.SourceImage}, GenerationConfigs: cfgs}
 		in.Slug = p.TemplateSlug
-		t, err := a.CreateTemplateTx(tx, owner, in)
+		t, err := a.Templates().CreateTemplateTx(tx, owner, in)
 		if err != nil {
 			return nil, err
 		}

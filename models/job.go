@@ -131,7 +131,8 @@ func fromContract(err error) error {
 }
 
 // PrepareImage validates a generate request for the identity and resolves its prompt; nothing is stored.
-func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateRequest) (*PreparedImage, error) {
+func (js *JobService) PrepareImage(ctx context.Context, id *Identity, req GenerateRequest) (*PreparedImage, error) {
+	a := js.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func (a *App) PrepareImage(ctx context.Context, id *Identity, req GenerateReques
 	}
 	p.ReferenceImages, p.ImageURL, p.Mask = req.ReferenceImages, req.ImageURL, req.Mask
 	if req.CallbackURL != "" {
-		if err := a.CheckCallbackURL(ctx, req.CallbackURL); err != nil {
+		if err := a.Jobs().CheckCallbackURL(ctx, req.CallbackURL); err != nil {
 			return nil, err
 		}
 	}
@@ -216,7 +217,7 @@ func (a *App) checkImageInputs(ctx context.Context, req GenerateRequest) error {
 		return Invalid("image_url and mask must be given together (inpainting)")
 	}
 	for i, u := range req.ReferenceImages {
-		if err := a.CheckMediaURL(ctx, u); err != nil {
+		if err := a.Jobs().CheckMediaURL(ctx, u); err != nil {
 			return Invalid("reference_images[%d]: %s", i, err.Error())
 		}
 	}
@@ -225,7 +226,7 @@ func (a *App) checkImageInputs(ctx context.Context, req GenerateRequest) error {
 	}
 	for name, u := range map[string]string{"image_url": req.ImageURL, "mask": req.Mask} {
 		if u != "" {
-			if err := a.CheckMediaURL(ctx, u); err != nil {
+			if err := a.Jobs().CheckMediaURL(ctx, u); err != nil {
 				return Invalid("%s: %s", name, err.Error())
 			}
 		}
@@ -266,7 +267,7 @@ func imageDefaults(id *Identity, p *ImageParams) {
 // resolveTemplatePrompt fills the prompt from a skill or template: form mode substitutes on the server,
 // spec mode keeps the specification for the worker to expand through a chat upstream.
 func (a *App) resolveTemplatePrompt(ctx context.Context, id *Identity, req GenerateRequest, p *ImageParams) error {
-	t, err := a.TemplateForUse(ctx, id, TemplateRef{ID: req.TemplateID, Slug: req.TemplateSlug, SkillSlug: req.SkillSlug})
+	t, err := a.Templates().TemplateForUse(ctx, id, TemplateRef{ID: req.TemplateID, Slug: req.TemplateSlug, SkillSlug: req.SkillSlug})
 	if err != nil {
 		return err
 	}
@@ -324,7 +325,8 @@ func (a *App) resolveTemplatePrompt(ctx context.Context, id *Identity, req Gener
 // CheckMediaURL accepts media of this service and public http(s) URLs (fetched later with the safe
 // client). A URL of this service's uploads must name a committed upload: a pending direct upload has not
 // passed its type and size check yet.
-func (a *App) CheckMediaURL(ctx context.Context, raw string) error {
+func (js *JobService) CheckMediaURL(ctx context.Context, raw string) error {
+	a := js.a
 	if len(raw) > maxSubmittedURL {
 		return fmt.Errorf("is too long: a URL may have at most %d characters", maxSubmittedURL)
 	}
@@ -352,7 +354,8 @@ func (a *App) CheckMediaURL(ctx context.Context, raw string) error {
 const maxSubmittedURL = 2000
 
 // CheckCallbackURL refuses callback URLs that are not http(s) or whose host is private (CheckPublicHost).
-func (a *App) CheckCallbackURL(ctx context.Context, raw string) error {
+func (js *JobService) CheckCallbackURL(ctx context.Context, raw string) error {
+	a := js.a
 	u, err := url.Parse(raw)
 	if len(raw) > maxSubmittedURL {
 		return Invalid("callback_url is too long: a URL may have at most %d characters", maxSubmittedURL)
@@ -442,7 +445,8 @@ func (a *App) rateLimited(kind string, limit int, retry time.Duration) error {
 // every job of the call is accepted or none is. Concurrent calls of one identity are committed together
 // (one transaction for all of them, each keeping its own outcome), so a busy tenant is not serialised
 // on its pool row one request at a time.
-func (a *App) CreateImageJobs(ctx context.Context, id *Identity, items []*PreparedImage) ([]*Job, error) {
+func (js *JobService) CreateImageJobs(ctx context.Context, id *Identity, items []*PreparedImage) ([]*Job, error) {
+	a := js.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -574,7 +578,7 @@ func (a *App) chargeSubmitsTx(tx *gorm.DB, id *Identity, admitted []*submitUnit)
 	for _, u := range admitted {
 		total += u.credits()
 	}
-	c, err := a.ChargeTx(tx, id, total, "batch:"+admitted[0].jobs[0].ID, fmt.Sprintf("%d image job(s)", countJobs(admitted)))
+	c, err := a.Credits().ChargeTx(tx, id, total, "batch:"+admitted[0].jobs[0].ID, fmt.Sprintf("%d image job(s)", countJobs(admitted)))
 	switch {
 	case err == nil:
 		for _, u := range admitted {
@@ -595,7 +599,7 @@ func (a *App) chargeSubmitsTx(tx *gorm.DB, id *Identity, admitted []*submitUnit)
 func (a *App) chargeEachTx(tx *gorm.DB, id *Identity, units []*submitUnit) ([]*submitUnit, error) {
 	var accepted []*submitUnit
 	for _, u := range units {
-		uc, err := a.ChargeTx(tx, id, u.credits(), u.jobs[0].ID, fmt.Sprintf("%d image job(s)", len(u.jobs)))
+		uc, err := a.Credits().ChargeTx(tx, id, u.credits(), u.jobs[0].ID, fmt.Sprintf("%d image job(s)", len(u.jobs)))
 		if err != nil {
 			if KindOf(err) != KindInsufficientCredits {
 				return nil, err
@@ -728,7 +732,8 @@ func (j *Job) JobParams() (ImageParams, error) {
 }
 
 // Job returns a job by id, with no visibility check (workers).
-func (a *App) Job(ctx context.Context, jobID string) (*Job, error) {
+func (js *JobService) Job(ctx context.Context, jobID string) (*Job, error) {
+	a := js.a
 	var j Job
 	err := a.DB.WithContext(ctx).First(&j, "id = ?", jobID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -777,7 +782,8 @@ func (j *Job) VisibleTo(id *Identity) bool {
 }
 
 // JobFor returns a job the identity may see; any other is not found.
-func (a *App) JobFor(ctx context.Context, id *Identity, jobID string) (*Job, error) {
+func (js *JobService) JobFor(ctx context.Context, id *Identity, jobID string) (*Job, error) {
+	a := js.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -836,7 +842,8 @@ type JobPage struct {
 }
 
 // Jobs lists the identity's jobs, newest first, with an opaque cursor.
-func (a *App) Jobs(ctx context.Context, id *Identity, status, cursor string, limit int) (*JobPage, error) {
+func (js *JobService) Jobs(ctx context.Context, id *Identity, status, cursor string, limit int) (*JobPage, error) {
+	a := js.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}

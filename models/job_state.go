@@ -13,7 +13,8 @@ import (
 )
 
 // SetJobProgress records the progress note of a pending job (for example a switch to a backup channel).
-func (a *App) SetJobProgress(ctx context.Context, jobID, note string) error {
+func (js *JobService) SetJobProgress(ctx context.Context, jobID, note string) error {
+	a := js.a
 	res := a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND "+jobIsOpen, jobID).
 		Updates(map[string]any{"progress": note, "updated_at": a.Now()})
 	if res.Error != nil {
@@ -24,8 +25,9 @@ func (a *App) SetJobProgress(ctx context.Context, jobID, note string) error {
 }
 
 // SetJobStep marks step current of a multi-step job as running (earlier ones done).
-func (a *App) SetJobStep(ctx context.Context, jobID string, current int) error {
-	j, err := a.Job(ctx, jobID)
+func (js *JobService) SetJobStep(ctx context.Context, jobID string, current int) error {
+	a := js.a
+	j, err := a.Jobs().Job(ctx, jobID)
 	if err != nil {
 		return err
 	}
@@ -67,7 +69,8 @@ func finalSteps(raw []byte, ok bool) []byte {
 // CompleteJob marks a pending job done with its result and queues its callback, in one transaction.
 // j is the job as its worker loaded it (its steps and callback URL); the update is conditional on the
 // job still being pending, so a job that already ended (another worker finished it) is left alone.
-func (a *App) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD float64, elapsed time.Duration) error {
+func (js *JobService) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD float64, elapsed time.Duration) error {
+	a := js.a
 	now := a.Now()
 	up := map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds(), "status": JobDone,
 		"progress": "", "updated_at": now, "finished_at": now, "steps": finalSteps(j.Steps, true)}
@@ -155,7 +158,8 @@ var errJobEnded = &Error{Kind: KindConflict, Message: "job already ended"}
 
 // FailJob marks a pending job failed with a reason, refunds its credits in full at once, and queues its
 // callback, in one transaction; a job that already ended is left alone (never refunded twice).
-func (a *App) FailJob(ctx context.Context, jobID, reason string) error {
+func (js *JobService) FailJob(ctx context.Context, jobID, reason string) error {
+	a := js.a
 	err := a.Tx(ctx, func(tx *gorm.DB) error { return a.failJobTx(tx, jobID, reason) })
 	if err == errJobEnded {
 		return nil
@@ -186,7 +190,7 @@ func (a *App) failJobTx(tx *gorm.DB, jobID, reason string) error {
 	if res.RowsAffected == 0 {
 		return errJobEnded
 	}
-	if _, err := a.RefundJobTx(tx, &j); err != nil {
+	if _, err := a.Credits().RefundJobTx(tx, &j); err != nil {
 		return err
 	}
 	if j.CallbackURL != "" {
@@ -197,7 +201,8 @@ func (a *App) failJobTx(tx *gorm.DB, jobID, reason string) error {
 
 // ExpireOverdueJobs fails and refunds image jobs and video tasks whose deadline passed more than grace
 // ago, whatever happened to their worker.
-func (a *App) ExpireOverdueJobs(ctx context.Context, grace time.Duration) (int, error) {
+func (js *JobService) ExpireOverdueJobs(ctx context.Context, grace time.Duration) (int, error) {
+	a := js.a
 	var ids []string
 	if err := a.DB.WithContext(ctx).Model(&Job{}).Where("status = ? AND deadline < ?", JobPending, a.Now().Add(-grace)).
 		Limit(500).Pluck("id", &ids).Error; err != nil {
@@ -205,7 +210,7 @@ func (a *App) ExpireOverdueJobs(ctx context.Context, grace time.Duration) (int, 
 	}
 	reason := fmt.Sprintf("generation timed out after %s; credits refunded", a.Config.JobDeadline)
 	for _, id := range ids {
-		if err := a.FailJob(ctx, id, reason); err != nil {
+		if err := a.Jobs().FailJob(ctx, id, reason); err != nil {
 			return 0, err
 		}
 	}
@@ -215,7 +220,7 @@ func (a *App) ExpireOverdueJobs(ctx context.Context, grace time.Duration) (int, 
 		return 0, Internal("video: overdue", err)
 	}
 	for _, id := range videos {
-		if _, err := a.FailVideoTask(ctx, id, reason); err != nil {
+		if _, err := a.Videos().FailVideoTask(ctx, id, reason); err != nil {
 			return 0, err
 		}
 	}
@@ -223,7 +228,8 @@ func (a *App) ExpireOverdueJobs(ctx context.Context, grace time.Duration) (int, 
 }
 
 // SetCallbackState records the delivery state of a job's callback.
-func (a *App) SetCallbackState(ctx context.Context, jobID, state, lastErr string) error {
+func (js *JobService) SetCallbackState(ctx context.Context, jobID, state, lastErr string) error {
+	a := js.a
 	if len(lastErr) > 480 {
 		lastErr = lastErr[:480]
 	}
@@ -233,9 +239,10 @@ func (a *App) SetCallbackState(ctx context.Context, jobID, state, lastErr string
 
 // CallbackKey returns the HMAC key that signs a job's callbacks: the tenant's callback secret
 // (`whsec_` + base64, as in Standard Webhooks), or for a personal login its UserCallbackSecret.
-func (a *App) CallbackKey(ctx context.Context, j *Job) ([]byte, error) {
+func (js *JobService) CallbackKey(ctx context.Context, j *Job) ([]byte, error) {
+	a := js.a
 	if j.TenantID == nil {
-		return CallbackSecretKey(a.UserCallbackSecret(derefString(j.UserID))), nil
+		return CallbackSecretKey(a.Jobs().UserCallbackSecret(derefString(j.UserID))), nil
 	}
 	t, err := a.tenantByID(ctx, *j.TenantID)
 	if err != nil {
@@ -247,7 +254,8 @@ func (a *App) CallbackKey(ctx context.Context, j *Job) ([]byte, error) {
 // UserCallbackSecret returns the callback signing secret of a personal account in the form of the
 // tenants' secrets (`whsec_` + base64): derived from the service secret, so it is the same on every
 // replica and needs no storage. The person reads it in GET /api/whoami and on the console.
-func (a *App) UserCallbackSecret(userID string) string {
+func (js *JobService) UserCallbackSecret(userID string) string {
+	a := js.a
 	return "whsec_" + base64.StdEncoding.EncodeToString(Sign(a.Secret, "callback", []byte(userID)))
 }
 

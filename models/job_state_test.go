@@ -19,18 +19,18 @@ func TestConcurrentCompletionsKeepEachJobsResult(t *testing.T) {
 	prompt := "a fox"
 	var items []*models.PreparedImage
 	for i := 0; i < 120; i++ {
-		p, err := app.PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
+		p, err := app.Jobs().PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
 		if err != nil {
 			t.Fatal(err)
 		}
 		items = append(items, p)
 	}
-	jobs, err := app.CreateImageJobs(ctx, id, items)
+	jobs, err := app.Jobs().CreateImageJobs(ctx, id, items)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// One job ends (failed, refunded) before its worker reports a result.
-	if err := app.FailJob(ctx, jobs[7].ID, "gave up"); err != nil {
+	if err := app.Jobs().FailJob(ctx, jobs[7].ID, "gave up"); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -39,7 +39,7 @@ func TestConcurrentCompletionsKeepEachJobsResult(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = app.CompleteJob(ctx, j, fmt.Sprintf("https://cdn.test/%d.png", i), float64(i)/100, time.Duration(i)*time.Millisecond)
+			errs[i] = app.Jobs().CompleteJob(ctx, j, fmt.Sprintf("https://cdn.test/%d.png", i), float64(i)/100, time.Duration(i)*time.Millisecond)
 		}()
 	}
 	wg.Wait()
@@ -47,7 +47,7 @@ func TestConcurrentCompletionsKeepEachJobsResult(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("complete %d: %v", i, errs[i])
 		}
-		got, err := app.Job(ctx, j.ID)
+		got, err := app.Jobs().Job(ctx, j.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,13 +63,13 @@ func TestConcurrentCompletionsKeepEachJobsResult(t *testing.T) {
 		}
 	}
 	// Completing again changes nothing.
-	if err := app.CompleteJob(ctx, jobs[3], "https://cdn.test/other.png", 9, time.Second); err != nil {
+	if err := app.Jobs().CompleteJob(ctx, jobs[3], "https://cdn.test/other.png", 9, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := app.Job(ctx, jobs[3].ID); got.CDNURL != "https://cdn.test/3.png" {
+	if got, _ := app.Jobs().Job(ctx, jobs[3].ID); got.CDNURL != "https://cdn.test/3.png" {
 		t.Fatalf("a second completion overwrote the result: %q", got.CDNURL)
 	}
-	if bad, err := app.AuditLedger(ctx); err != nil || len(bad) > 0 {
+	if bad, err := app.Credits().AuditLedger(ctx); err != nil || len(bad) > 0 {
 		t.Fatalf("ledger audit: %v %v", bad, err)
 	}
 }

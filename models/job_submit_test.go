@@ -36,7 +36,7 @@ func submitConcurrently(t *testing.T, app *models.App, id *models.Identity, n in
 	t.Helper()
 	ctx := context.Background()
 	prompt := "a fox"
-	item, err := app.PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
+	item, err := app.Jobs().PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func submitConcurrently(t *testing.T, app *models.App, id *models.Identity, n in
 		go func() {
 			defer wg.Done()
 			it := *item
-			_, errs[i] = app.CreateImageJobs(ctx, id, []*models.PreparedImage{&it})
+			_, errs[i] = app.Jobs().CreateImageJobs(ctx, id, []*models.PreparedImage{&it})
 		}()
 	}
 	wg.Wait()
@@ -76,7 +76,7 @@ func TestGroupedSubmitsChargedCallByCall(t *testing.T) {
 	app := newBatchingApp(t)
 	ctx := context.Background()
 	prompt := "a fox"
-	probe, err := app.PrepareImage(ctx, &models.Identity{Kind: models.IdentityTenant}, models.GenerateRequest{Prompt: &prompt})
+	probe, err := app.Jobs().PrepareImage(ctx, &models.Identity{Kind: models.IdentityTenant}, models.GenerateRequest{Prompt: &prompt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestGroupedSubmitsChargedCallByCall(t *testing.T) {
 	if accepted != covered || refused != 16-covered {
 		t.Fatalf("accepted %d, refused %d; want %d and %d", accepted, refused, covered, 16-covered)
 	}
-	b, err := app.Balance(ctx, id)
+	b, err := app.Credits().Balance(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}

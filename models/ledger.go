@@ -134,7 +134,8 @@ func insufficient(need, have int64) *Error {
 // personal logins from theirs. An unmetered tenant is not deducted (its dedicated members still are);
 // a monthly quota caps what a tenant spends per local calendar month. When it fails nothing is
 // deducted and the error (KindInsufficientCredits) says how many credits are missing.
-func (a *App) ChargeTx(tx *gorm.DB, id *Identity, amount int64, ref, note string) (Charge, error) {
+func (crs *CreditService) ChargeTx(tx *gorm.DB, id *Identity, amount int64, ref, note string) (Charge, error) {
+	a := crs.a
 	if amount <= 0 {
 		return Charge{}, nil
 	}
@@ -384,7 +385,8 @@ func (l *ledger) chargeDedicated(t *Tenant, accountID string, amount int64, ref,
 // back to its credits, or to the pool's spendable part when the member has moved to shared mode since.
 // The caller guarantees "once" with a conditional update of the charged record in the same transaction
 // (RefundJobTx, RefundVideoTx).
-func (a *App) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge, ref, note string) error {
+func (crs *CreditService) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge, ref, note string) error {
+	a := crs.a
 	if c.Amount <= 0 {
 		return nil
 	}
@@ -460,7 +462,8 @@ func (a *App) RefundTx(tx *gorm.DB, tenantID, accountID, userID string, c Charge
 
 // RefundJobTx refunds a failed job's charge at most once: it sets refunded_at with a conditional update
 // and returns the credits only when that update claimed the job. It reports whether this call refunded.
-func (a *App) RefundJobTx(tx *gorm.DB, job *Job) (bool, error) {
+func (crs *CreditService) RefundJobTx(tx *gorm.DB, job *Job) (bool, error) {
+	a := crs.a
 	now := a.Now().UTC()
 	res := tx.Model(&Job{}).Where("id = ? AND refunded_at IS NULL", job.ID).Update("refunded_at", now)
 	if res.Error != nil {
@@ -470,12 +473,13 @@ func (a *App) RefundJobTx(tx *gorm.DB, job *Job) (bool, error) {
 		return false, nil
 	}
 	job.RefundedAt = &now
-	err := a.RefundTx(tx, deref(job.TenantID), deref(job.AccountID), deref(job.UserID), Charge{job.Credits, job.ChargedTo}, job.ID, "job "+job.Status)
+	err := a.Credits().RefundTx(tx, deref(job.TenantID), deref(job.AccountID), deref(job.UserID), Charge{job.Credits, job.ChargedTo}, job.ID, "job "+job.Status)
 	return err == nil, err
 }
 
 // RefundVideoTx refunds a failed or cancelled video task's charge at most once, like RefundJobTx.
-func (a *App) RefundVideoTx(tx *gorm.DB, task *VideoTask) (bool, error) {
+func (crs *CreditService) RefundVideoTx(tx *gorm.DB, task *VideoTask) (bool, error) {
+	a := crs.a
 	now := a.Now().UTC()
 	res := tx.Model(&VideoTask{}).Where("id = ? AND refunded_at IS NULL", task.ID).Update("refunded_at", now)
 	if res.Error != nil {
@@ -485,7 +489,7 @@ func (a *App) RefundVideoTx(tx *gorm.DB, task *VideoTask) (bool, error) {
 		return false, nil
 	}
 	task.RefundedAt = &now
-	err := a.RefundTx(tx, deref(task.TenantID), deref(task.AccountID), deref(task.UserID), Charge{task.Credits, task.ChargedTo}, task.ID, "video task "+task.Status)
+	err := a.Credits().RefundTx(tx, deref(task.TenantID), deref(task.AccountID), deref(task.UserID), Charge{task.Credits, task.ChargedTo}, task.ID, "video task "+task.Status)
 	return err == nil, err
 }
 
@@ -564,7 +568,8 @@ func (a *App) creditTenant(tx *gorm.DB, t *Tenant, delta int64, kind, ref, note 
 }
 
 // CreditTenant applies an administrator's signed credit delta to a tenant's spendable pool.
-func (a *App) CreditTenant(ctx context.Context, tenantID string, delta int64) (*Tenant, error) {
+func (crs *CreditService) CreditTenant(ctx context.Context, tenantID string, delta int64) (*Tenant, error) {
+	a := crs.a
 	if delta == 0 {
 		return nil, Invalid("credits must be a non-zero integer")
 	}
@@ -589,7 +594,8 @@ func (a *App) CreditTenant(ctx context.Context, tenantID string, delta int64) (*
 }
 
 // CreditUser applies a signed credit delta to a personal account (administrator action or claim grant).
-func (a *App) CreditUser(ctx context.Context, userID string, delta int64, kind, ref, note string) (int64, error) {
+func (crs *CreditService) CreditUser(ctx context.Context, userID string, delta int64, kind, ref, note string) (int64, error) {
+	a := crs.a
 	var after int64
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		var err error
@@ -619,7 +625,8 @@ func (a *App) creditUserTx(tx *gorm.DB, userID string, delta int64, kind, ref, n
 
 // AuditLedger compares every balance with the sum of its ledger rows and every tenant's reserved part
 // with the sum of its dedicated members' credits; it returns one line per discrepancy, none when sound.
-func (a *App) AuditLedger(ctx context.Context) ([]string, error) {
+func (crs *CreditService) AuditLedger(ctx context.Context) ([]string, error) {
+	a := crs.a
 	db := a.DB.WithContext(ctx)
 	type sum struct {
 		Balance string

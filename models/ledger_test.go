@@ -37,7 +37,7 @@ func newTenant(t *testing.T, app *models.App, in models.TenantInput) *models.Ide
 	if in.Name == "" {
 		in.Name = "Acme"
 	}
-	ten, _, err := app.CreateTenant(context.Background(), in)
+	ten, _, err := app.Accounts().CreateTenant(context.Background(), in)
 	if err != nil {
 		t.Fatalf("create tenant: %v", err)
 	}
@@ -50,7 +50,7 @@ func newMember(t *testing.T, app *models.App, tenant *models.Identity, in models
 	if in.Email == "" {
 		in.Email = models.NewID()[:8] + "@example.com"
 	}
-	acc, err := app.CreateAccount(context.Background(), tenant, in)
+	acc, err := app.Accounts().CreateAccount(context.Background(), tenant, in)
 	if err != nil {
 		t.Fatalf("create account: %v", err)
 	}
@@ -65,7 +65,7 @@ func newUser(t *testing.T, app *models.App, credits int64) *models.Identity {
 		t.Fatal(err)
 	}
 	if credits != 0 {
-		if _, err := app.CreditUser(context.Background(), u.ID, credits, models.LedgerGrant, "", "test grant"); err != nil {
+		if _, err := app.Credits().CreditUser(context.Background(), u.ID, credits, models.LedgerGrant, "", "test grant"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func charge(app *models.App, id *models.Identity, amount int64) (models.Charge, 
 	var c models.Charge
 	err := app.Tx(context.Background(), func(tx *gorm.DB) error {
 		var err error
-		c, err = app.ChargeTx(tx, id, amount, "ref", "test")
+		c, err = app.Credits().ChargeTx(tx, id, amount, "ref", "test")
 		return err
 	})
 	return c, err
@@ -84,7 +84,7 @@ func charge(app *models.App, id *models.Identity, amount int64) (models.Charge, 
 
 func pool(t *testing.T, app *models.App, tenant *models.Identity) *models.Tenant {
 	t.Helper()
-	ten, err := app.TenantSettings(context.Background(), tenant)
+	ten, err := app.Accounts().TenantSettings(context.Background(), tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func assertLedgerSound(t *testing.T, app *models.App) {
 	if negative != 0 {
 		t.Errorf("%d ledger rows record a negative balance", negative)
 	}
-	problems, err := app.AuditLedger(context.Background())
+	problems, err := app.Credits().AuditLedger(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestDedicatedChargeRefusedByQuotaLeavesMemberWhole(t *testing.T) {
 	dedicated := newMember(t, app, tenant, models.AccountInput{Credits: ptr(int64(10))})
 	// Without rolling back: the ledger must not leave the member deducted even if the caller goes on.
 	err := app.Tx(context.Background(), func(tx *gorm.DB) error {
-		if _, err := app.ChargeTx(tx, dedicated, 4, "", ""); models.KindOf(err) != models.KindInsufficientCredits {
+		if _, err := app.Credits().ChargeTx(tx, dedicated, 4, "", ""); models.KindOf(err) != models.KindInsufficientCredits {
 			t.Errorf("charge above quota: %v, want insufficient credits", err)
 		}
 		return nil
@@ -290,7 +290,7 @@ func TestUnmeteredAndMonthlyQuota(t *testing.T) {
 		t.Fatalf("charge above the monthly quota: %v", err)
 	}
 	if err := app.Tx(context.Background(), func(tx *gorm.DB) error {
-		return app.RefundTx(tx, tenant.TenantID, "", "", c, "ref", "refund")
+		return app.Credits().RefundTx(tx, tenant.TenantID, "", "", c, "ref", "refund")
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestRefundReturnsToWhereItCameFrom(t *testing.T) {
 	refund := func(id *models.Identity, c models.Charge) {
 		t.Helper()
 		if err := app.Tx(ctx, func(tx *gorm.DB) error {
-			return app.RefundTx(tx, id.TenantID, id.AccountID, id.UserID, c, "ref", "refund")
+			return app.Credits().RefundTx(tx, id.TenantID, id.AccountID, id.UserID, c, "ref", "refund")
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestRefundReturnsToWhereItCameFrom(t *testing.T) {
 	}
 	// A member charged in dedicated mode and moved to shared since: the refund goes to the pool.
 	c, _ = charge(app, dedicated, 6)
-	if _, err := app.SetAccountQuota(ctx, tenant, dedicated.AccountID, models.QuotaInput{Shared: ptr(true)}); err != nil {
+	if _, err := app.Accounts().SetAccountQuota(ctx, tenant, dedicated.AccountID, models.QuotaInput{Shared: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
 	if p := pool(t, app, tenant); p.Spendable != 94 || p.Reserved != 0 {
@@ -347,7 +347,7 @@ func TestRefundReturnsToWhereItCameFrom(t *testing.T) {
 		t.Errorf("refund after moving to shared: credits %d, pool %d/%d", got, p.Spendable, p.Reserved)
 	}
 	err := app.Tx(ctx, func(tx *gorm.DB) error {
-		return app.RefundTx(tx, tenant.TenantID, "", "", models.Charge{Amount: 1, ChargedTo: "nowhere"}, "", "")
+		return app.Credits().RefundTx(tx, tenant.TenantID, "", "", models.Charge{Amount: 1, ChargedTo: "nowhere"}, "", "")
 	})
 	if err == nil {
 		t.Error("refund to an unknown balance succeeded")
@@ -375,7 +375,7 @@ func TestAllocationWritesOneLedgerTransaction(t *testing.T) {
 			t.Errorf("allocate row %s: delta %d after %d tx %s", r.Balance, r.Delta, r.After, r.TxID)
 		}
 	}
-	if _, err := app.SetAccountQuota(context.Background(), tenant, member.AccountID, models.QuotaInput{Credits: ptr(int64(5))}); err != nil {
+	if _, err := app.Accounts().SetAccountQuota(context.Background(), tenant, member.AccountID, models.QuotaInput{Credits: ptr(int64(5))}); err != nil {
 		t.Fatal(err)
 	}
 	var release []models.LedgerEntry
@@ -432,7 +432,7 @@ func TestRefundJobOnceUnderConcurrency(t *testing.T) {
 		}
 		n := refundConcurrently(t, app, 10, func(tx *gorm.DB) (bool, error) {
 			j := job
-			return app.RefundJobTx(tx, &j)
+			return app.Credits().RefundJobTx(tx, &j)
 		})
 		if n != 1 {
 			t.Errorf("%s: %d refunds of one job, want 1", id.Kind, n)
@@ -463,7 +463,7 @@ func TestRefundVideoOnceUnderConcurrency(t *testing.T) {
 	}
 	n := refundConcurrently(t, app, 10, func(tx *gorm.DB) (bool, error) {
 		v := task
-		return app.RefundVideoTx(tx, &v)
+		return app.Credits().RefundVideoTx(tx, &v)
 	})
 	if n != 1 || userCredits(t, app, user) != 12 {
 		t.Errorf("%d refunds, credits %d; want 1 and 12", n, userCredits(t, app, user))
@@ -511,7 +511,7 @@ func runConcurrentLedger(t *testing.T, charges, poolCredits, mixed int) {
 	}
 	assertLedgerSound(t, app)
 
-	if _, err := app.CreditTenant(ctx, tenant.TenantID, 300); err != nil {
+	if _, err := app.Credits().CreditTenant(ctx, tenant.TenantID, 300); err != nil {
 		t.Fatal(err)
 	}
 	shared := newMember(t, app, tenant, models.AccountInput{Nickname: "shared"})
@@ -534,24 +534,24 @@ func runConcurrentLedger(t *testing.T, charges, poolCredits, mixed int) {
 		case 2:
 			_, err = charge(app, d1, rand.Int64N(5)+1)
 		case 3:
-			_, err = app.SetAccountQuota(ctx, tenant, d1.AccountID, models.QuotaInput{Credits: ptr(rand.Int64N(60))})
+			_, err = app.Accounts().SetAccountQuota(ctx, tenant, d1.AccountID, models.QuotaInput{Credits: ptr(rand.Int64N(60))})
 		case 4:
 			in := models.QuotaInput{Shared: ptr(true)}
 			if i%16 == 4 {
 				in = models.QuotaInput{Credits: ptr(rand.Int64N(40))}
 			}
-			_, err = app.SetAccountQuota(ctx, tenant, d2.AccountID, in)
+			_, err = app.Accounts().SetAccountQuota(ctx, tenant, d2.AccountID, in)
 		case 5:
 			var c models.Charge
 			if c, err = charge(app, d2, 2); err == nil {
 				err = app.Tx(ctx, func(tx *gorm.DB) error {
-					return app.RefundTx(tx, tenant.TenantID, d2.AccountID, "", c, "ref", "refund")
+					return app.Credits().RefundTx(tx, tenant.TenantID, d2.AccountID, "", c, "ref", "refund")
 				})
 			}
 		case 6:
 			_, err = charge(app, user, rand.Int64N(3)+1)
 		case 7:
-			_, err = app.CreateAccount(ctx, tenant, models.AccountInput{Email: models.NewID()[:8] + "@example.com", Credits: ptr(int64(5))})
+			_, err = app.Accounts().CreateAccount(ctx, tenant, models.AccountInput{Email: models.NewID()[:8] + "@example.com", Credits: ptr(int64(5))})
 		}
 		if !expected(err) {
 			t.Errorf("operation %d: %v", i%8, err)
@@ -599,7 +599,7 @@ func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
 		ref = models.NewID()
 		err := app.Tx(ctx, func(tx *gorm.DB) error {
 			var err error
-			c, err = app.ChargeTx(tx, id, amount, ref, "test")
+			c, err = app.Credits().ChargeTx(tx, id, amount, ref, "test")
 			return err
 		})
 		if err != nil {
@@ -649,17 +649,17 @@ func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
 	if got := charged() - before; got != 5 {
 		t.Fatalf("credits charged metric grew by %v, want 5 (3 + 2; nothing for the unmetered tenant)", got)
 	}
-	if ten, _ := app.TenantSettings(ctx, unmetered); ten.Spendable != 4 {
+	if ten, _ := app.Accounts().TenantSettings(ctx, unmetered); ten.Spendable != 4 {
 		t.Fatalf("unmetered spendable = %d, want 4", ten.Spendable)
 	}
 	err := app.Tx(ctx, func(tx *gorm.DB) error {
-		_, err := app.ChargeTx(tx, metered, 6, models.NewID(), "test")
+		_, err := app.Credits().ChargeTx(tx, metered, 6, models.NewID(), "test")
 		return err
 	})
 	if models.KindOf(err) != models.KindInsufficientCredits || err.Error() != "insufficient credits: need 6, have 5, missing 1" {
 		t.Fatalf("over the balance: %v", err)
 	}
-	if bad, err := app.AuditLedger(ctx); err != nil || len(bad) > 0 {
+	if bad, err := app.Credits().AuditLedger(ctx); err != nil || len(bad) > 0 {
 		t.Fatalf("audit: %v %v", bad, err)
 	}
 }

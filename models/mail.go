@@ -25,7 +25,8 @@ const mailTimeout = 20 * time.Second
 // The URL is smtp://user:pass@host:port (port 25 by default; STARTTLS is used when the server offers it)
 // or smtps://user:pass@host:port (implicit TLS, port 465 by default). The sender is the `from` query
 // parameter (smtp://host:25?from=studio@example.com), by default no-reply@ the host of SERVICE_BASE_URL.
-func (a *App) SendMail(ctx context.Context, to, subject, body string) error {
+func (au *AuthService) SendMail(ctx context.Context, to, subject, body string) error {
+	a := au.a
 	if strings.ContainsAny(to, "\r\n") || strings.ContainsAny(subject, "\r\n") {
 		return Invalid("e-mail address or subject contains a line break")
 	}
@@ -64,7 +65,7 @@ func (a *App) queueMailTx(tx *gorm.DB, to, subject, body string) (sendNow func(c
 		return nil, Invalid("e-mail address or subject contains a line break")
 	}
 	if a.deps.Queue == nil {
-		return func(ctx context.Context) error { return a.SendMail(ctx, to, subject, body) }, nil
+		return func(ctx context.Context) error { return a.Auth().SendMail(ctx, to, subject, body) }, nil
 	}
 	raw, _ := json.Marshal(queuedMail{To: to, Subject: subject, Body: body})
 	if err := a.enqueue(tx, Work{Kind: WorkMail, Payload: a.Sealer.Seal(string(raw))}); err != nil {
@@ -75,7 +76,8 @@ func (a *App) queueMailTx(tx *gorm.DB, to, subject, body string) (sendNow func(c
 
 // DeliverQueuedMail sends an e-mail that queueMailTx put on the queue (the mail worker of jobs). A
 // payload that cannot be opened (the service secret changed) is KindInvalid: retrying cannot help.
-func (a *App) DeliverQueuedMail(ctx context.Context, sealed string) error {
+func (au *AuthService) DeliverQueuedMail(ctx context.Context, sealed string) error {
+	a := au.a
 	plain, err := a.Sealer.Open(sealed)
 	if err != nil {
 		return Invalid("mail: the queued message cannot be opened with this service secret")
@@ -84,7 +86,7 @@ func (a *App) DeliverQueuedMail(ctx context.Context, sealed string) error {
 	if err := json.Unmarshal([]byte(plain), &m); err != nil {
 		return Invalid("mail: the queued message is malformed")
 	}
-	return a.SendMail(ctx, m.To, m.Subject, m.Body)
+	return a.Auth().SendMail(ctx, m.To, m.Subject, m.Body)
 }
 
 // hostOf returns the host name of a URL, "localhost" when it has none.

@@ -91,17 +91,17 @@ func TestUpgradeEndsTheLoginsOfClaimedAccounts(t *testing.T) {
 	var v models.User
 	app.DB.First(&v, "id = ?", victim.UserID)
 	// Tokens issued at version 0 carry no version, as every token of version 4 did.
-	victimToken, _, err := app.IssueUserToken(victim.UserID, time.Hour)
+	victimToken, _, err := app.Auth().IssueUserToken(victim.UserID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bystanderToken, _, _ := app.IssueUserToken(bystander.UserID, time.Hour)
-	session, err := app.StartUserSession(ctx, victim.UserID)
+	bystanderToken, _, _ := app.Auth().IssueUserToken(bystander.UserID, time.Hour)
+	session, err := app.Auth().StartUserSession(ctx, victim.UserID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	code := newClaim(t, app, tenant, 1, platformTemplate(t, app, "poster"))
-	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "x", Email: v.Email}, ""); err != nil {
+	if _, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "x", Email: v.Email}, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Back to version 4: without the columns and the step of version 5; then the upgrade, as a restart.
@@ -117,13 +117,13 @@ func TestUpgradeEndsTheLoginsOfClaimedAccounts(t *testing.T) {
 	}
 	app.DB.Close()
 	app = open()
-	if _, err := app.ResolveIdentity(ctx, victimToken); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().ResolveIdentity(ctx, victimToken); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("a token of a claimed account after the upgrade: %v, want unauthenticated", err)
 	}
-	if _, err := app.SessionUser(ctx, session); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().SessionUser(ctx, session); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("a console session of a claimed account after the upgrade: %v, want unauthenticated", err)
 	}
-	if id, err := app.ResolveIdentity(ctx, bystanderToken); err != nil || id.UserID != bystander.UserID {
+	if id, err := app.Auth().ResolveIdentity(ctx, bystanderToken); err != nil || id.UserID != bystander.UserID {
 		t.Fatalf("another account's token after the upgrade: %v", err)
 	}
 }

@@ -146,15 +146,16 @@ type ReverseCharge struct {
 
 // ChargeReverse takes the credit of one image reading from the identity and counts the call in usage
 // (reverse), in one transaction. Insufficient credits are KindInsufficientCredits and nothing is taken.
-func (a *App) ChargeReverse(ctx context.Context, id *Identity) (*ReverseCharge, error) {
+func (cs *CopyService) ChargeReverse(ctx context.Context, id *Identity) (*ReverseCharge, error) {
+	a := cs.a
 	rc := &ReverseCharge{Ref: "reverse:" + NewID(), identity: *id}
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
-		c, err := a.ChargeTx(tx, id, contract.CostReverse, rc.Ref, "image reading")
+		c, err := a.Credits().ChargeTx(tx, id, contract.CostReverse, rc.Ref, "image reading")
 		if err != nil {
 			return err
 		}
 		rc.charge = c
-		return a.RecordUsageTx(tx, id.TenantID, ServiceReverse, id.Agent)
+		return a.Credits().RecordUsageTx(tx, id.TenantID, ServiceReverse, id.Agent)
 	})
 	if err != nil {
 		return nil, asCoreError("reverse: charge", err)
@@ -165,7 +166,8 @@ func (a *App) ChargeReverse(ctx context.Context, id *Identity) (*ReverseCharge, 
 // RefundReverse returns the credit of a failed image reading. It refunds at most once per charge: the
 // charge's ledger rows are locked and a refund already written under its reference makes it a no-op.
 // It reports whether this call refunded.
-func (a *App) RefundReverse(ctx context.Context, rc *ReverseCharge) (bool, error) {
+func (cs *CopyService) RefundReverse(ctx context.Context, rc *ReverseCharge) (bool, error) {
+	a := cs.a
 	if rc == nil || rc.charge.Amount <= 0 {
 		return false, nil
 	}
@@ -185,7 +187,7 @@ func (a *App) RefundReverse(ctx context.Context, rc *ReverseCharge) (bool, error
 			return nil
 		}
 		id := rc.identity
-		if err := a.RefundTx(tx, id.TenantID, id.AccountID, id.UserID, rc.charge, rc.Ref, "image reading failed"); err != nil {
+		if err := a.Credits().RefundTx(tx, id.TenantID, id.AccountID, id.UserID, rc.charge, rc.Ref, "image reading failed"); err != nil {
 			return err
 		}
 		refunded = true

@@ -76,23 +76,23 @@ func TestReverseChargeIsRefundedOnce(t *testing.T) {
 	dedicated := newMember(t, app, tenant, models.AccountInput{Credits: ptr(int64(1))})
 	user := newUser(t, app, 1)
 	for _, id := range []*models.Identity{tenant, dedicated, user} {
-		rc, err := app.ChargeReverse(ctx, id)
+		rc, err := app.Copy().ChargeReverse(ctx, id)
 		if err != nil {
 			t.Fatalf("%s: charge: %v", id.Kind, err)
 		}
-		if _, err := app.ChargeReverse(ctx, id); id != tenant && models.KindOf(err) != models.KindInsufficientCredits {
+		if _, err := app.Copy().ChargeReverse(ctx, id); id != tenant && models.KindOf(err) != models.KindInsufficientCredits {
 			t.Fatalf("%s: a second reading with no credit left: %v", id.Kind, err)
 		}
-		first, err := app.RefundReverse(ctx, rc)
+		first, err := app.Copy().RefundReverse(ctx, rc)
 		if err != nil || !first {
 			t.Fatalf("%s: refund = %v, %v", id.Kind, first, err)
 		}
-		again, err := app.RefundReverse(ctx, rc)
+		again, err := app.Copy().RefundReverse(ctx, rc)
 		if err != nil || again {
 			t.Fatalf("%s: second refund = %v, %v; want no refund", id.Kind, again, err)
 		}
 	}
-	if problems, err := app.AuditLedger(ctx); err != nil || len(problems) > 0 {
+	if problems, err := app.Credits().AuditLedger(ctx); err != nil || len(problems) > 0 {
 		t.Fatalf("ledger audit: %v %v", problems, err)
 	}
 	var n int64

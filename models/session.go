@@ -41,7 +41,8 @@ const consoleSignInPerAddress = 200
 // StartKeySession opens a session for an API key (tenant, member account or administrator) or a
 // personal-login token, and returns the cookie value. The credential is resolved exactly as the API
 // resolves it; a wrong one is KindUnauthenticated. Attempts are limited per client address.
-func (a *App) StartKeySession(ctx context.Context, credential, clientAddr string) (string, error) {
+func (au *AuthService) StartKeySession(ctx context.Context, credential, clientAddr string) (string, error) {
+	a := au.a
 	credential = strings.TrimSpace(credential)
 	if credential == "" {
 		return "", Invalid("paste an API key (sk-studio-...) or a login token")
@@ -52,12 +53,12 @@ func (a *App) StartKeySession(ctx context.Context, credential, clientAddr string
 	if err != nil {
 		return "", err
 	}
-	id, err := a.ResolveIdentity(ctx, credential)
+	id, err := a.Auth().ResolveIdentity(ctx, credential)
 	if err != nil {
 		return "", err
 	}
 	if id.Kind == IdentityUser {
-		return a.StartUserSession(ctx, id.UserID)
+		return a.Auth().StartUserSession(ctx, id.UserID)
 	}
 	s := Session{Kind: string(id.Kind), KeyHash: HashKey(credential)}
 	if id.TenantID != "" {
@@ -71,12 +72,13 @@ func (a *App) StartKeySession(ctx context.Context, credential, clientAddr string
 
 // StartPasswordSession checks the e-mail and password of a personal account (attempts are limited as for
 // POST /api/auth/login) and opens a session for it.
-func (a *App) StartPasswordSession(ctx context.Context, email, password, clientAddr string) (string, error) {
-	u, err := a.Authenticate(ctx, email, password, clientAddr)
+func (au *AuthService) StartPasswordSession(ctx context.Context, email, password, clientAddr string) (string, error) {
+	a := au.a
+	u, err := a.Auth().Authenticate(ctx, email, password, clientAddr)
 	if err != nil {
 		return "", err
 	}
-	return a.StartUserSession(ctx, u.ID)
+	return a.Auth().StartUserSession(ctx, u.ID)
 }
 
 // openSession stores s with a fresh cookie value, CSRF token and expiry, and prunes sessions that
@@ -102,7 +104,8 @@ func (a *App) openSession(ctx context.Context, s Session) (string, error) {
 
 // ResolveSession returns the session of a cookie value with the identity it acts as now. A missing,
 // unknown or expired session, or one whose key or account no longer works, is KindUnauthenticated.
-func (a *App) ResolveSession(ctx context.Context, cookie string) (*ConsoleSession, error) {
+func (au *AuthService) ResolveSession(ctx context.Context, cookie string) (*ConsoleSession, error) {
+	a := au.a
 	if cookie == "" {
 		return nil, errNoSession
 	}
@@ -119,7 +122,7 @@ func (a *App) ResolveSession(ctx context.Context, cookie string) (*ConsoleSessio
 	}
 	out := &ConsoleSession{CSRF: s.CSRF}
 	if s.Kind == string(IdentityUser) {
-		u, err := a.SessionUser(ctx, cookie)
+		u, err := a.Auth().SessionUser(ctx, cookie)
 		if err != nil {
 			return nil, errNoSession
 		}

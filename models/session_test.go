@@ -11,31 +11,31 @@ import (
 func TestKeySessionFollowsItsKey(t *testing.T) {
 	ctx := context.Background()
 	app := newApp(t)
-	ten, key, err := app.CreateTenant(ctx, models.TenantInput{Name: "Acme"})
+	ten, key, err := app.Accounts().CreateTenant(ctx, models.TenantInput{Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cookie, err := app.StartKeySession(ctx, key, "127.0.0.1")
+	cookie, err := app.Auth().StartKeySession(ctx, key, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := app.ResolveSession(ctx, cookie)
+	s, err := app.Auth().ResolveSession(ctx, cookie)
 	if err != nil || s.Identity.Kind != models.IdentityTenant || s.Identity.TenantID != ten.ID || s.Label != "Acme" || s.CSRF == "" {
 		t.Fatalf("session = %+v, %v", s, err)
 	}
-	if _, err := app.StartKeySession(ctx, models.NewAPIKey(), "127.0.0.1"); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().StartKeySession(ctx, models.NewAPIKey(), "127.0.0.1"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("unknown key: %v, want unauthenticated", err)
 	}
 	start := time.Now().UTC()
 	app.Now = func() time.Time { return start.Add(models.SessionTTL + time.Second) }
-	if _, err := app.ResolveSession(ctx, cookie); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().ResolveSession(ctx, cookie); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("expired session: %v, want unauthenticated", err)
 	}
 	app.Now = func() time.Time { return time.Now().UTC() }
-	if _, err := app.RekeyTenant(ctx, ten.ID); err != nil {
+	if _, err := app.Accounts().RekeyTenant(ctx, ten.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.ResolveSession(ctx, cookie); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := app.Auth().ResolveSession(ctx, cookie); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("session of a rekeyed key: %v, want unauthenticated", err)
 	}
 }
@@ -75,10 +75,10 @@ func TestClaimCodesAreListedToTheirTenantAndTheAdministrator(t *testing.T) {
 	tpl := platformTemplate(t, app, "poster")
 	mine := newClaim(t, app, acme, 5, tpl)
 	newClaim(t, app, globex, 6, tpl)
-	if _, err := app.RedeemClaim(ctx, models.RedeemInput{Code: mine.Code, Nickname: "bo", Email: "bo@example.com"}, "192.0.2.1"); err != nil {
+	if _, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: mine.Code, Nickname: "bo", Email: "bo@example.com"}, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
-	list, err := app.ClaimCodesFor(ctx, acme)
+	list, err := app.Claims().ClaimCodesFor(ctx, acme)
 	if err != nil || len(list) != 1 {
 		t.Fatalf("tenant list = %+v, %v", list, err)
 	}
@@ -87,7 +87,7 @@ func TestClaimCodesAreListedToTheirTenantAndTheAdministrator(t *testing.T) {
 		c.TenantName != "Acme" || len(c.Templates) != 1 || c.RedeemedAt == nil {
 		t.Fatalf("tenant's view of its code = %+v (reply text %q)", c, mine.ReplyText)
 	}
-	all, err := app.ClaimCodesFor(ctx, &models.Identity{Kind: models.IdentityAdmin})
+	all, err := app.Claims().ClaimCodesFor(ctx, &models.Identity{Kind: models.IdentityAdmin})
 	if err != nil || len(all) != 2 {
 		t.Fatalf("administrator list = %d codes, %v", len(all), err)
 	}
@@ -97,7 +97,7 @@ func TestClaimCodesAreListedToTheirTenantAndTheAdministrator(t *testing.T) {
 		}
 	}
 	member := newMember(t, app, acme, models.AccountInput{})
-	if _, err := app.ClaimCodesFor(ctx, member); models.KindOf(err) != models.KindForbidden {
+	if _, err := app.Claims().ClaimCodesFor(ctx, member); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("member list: %v, want forbidden", err)
 	}
 }
@@ -108,21 +108,21 @@ func TestTemplatePromptPreviewFollowsVisibility(t *testing.T) {
 	acme := newTenant(t, app, models.TenantInput{Name: "Acme", Credits: ptr[int64](50)})
 	globex := newTenant(t, app, models.TenantInput{Name: "Globex"})
 	tpl := platformTemplate(t, app, "poster")
-	got, err := app.TemplatePromptPreview(ctx, globex, tpl, map[string]any{"title": "Spring"})
+	got, err := app.Templates().TemplatePromptPreview(ctx, globex, tpl, map[string]any{"title": "Spring"})
 	if err != nil || got != "secret Spring" {
 		t.Fatalf("preview = %q, %v", got, err)
 	}
-	if _, err := app.TemplatePromptPreview(ctx, globex, tpl, map[string]any{}); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Templates().TemplatePromptPreview(ctx, globex, tpl, map[string]any{}); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("missing field: %v, want invalid", err)
 	}
 	newClaim(t, app, acme, 5, tpl) // gates the template
-	if _, err := app.TemplatePromptPreview(ctx, globex, tpl, map[string]any{"title": "x"}); models.KindOf(err) != models.KindForbidden {
+	if _, err := app.Templates().TemplatePromptPreview(ctx, globex, tpl, map[string]any{"title": "x"}); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("gated template for another tenant: %v, want forbidden", err)
 	}
-	if got, err := app.TemplatePromptPreview(ctx, acme, tpl, map[string]any{"title": "x"}); err != nil || got != "secret x" {
+	if got, err := app.Templates().TemplatePromptPreview(ctx, acme, tpl, map[string]any{"title": "x"}); err != nil || got != "secret x" {
 		t.Fatalf("gated template for its claim's tenant = %q, %v", got, err)
 	}
-	if _, err := app.TemplatePromptPreview(ctx, acme, models.NewID(), nil); models.KindOf(err) != models.KindNotFound {
+	if _, err := app.Templates().TemplatePromptPreview(ctx, acme, models.NewID(), nil); models.KindOf(err) != models.KindNotFound {
 		t.Fatalf("unknown template: %v, want not found", err)
 	}
 }

@@ -26,7 +26,8 @@ type Skill struct {
 // skill; form mode is a form skill only when every field is text or textarea (contract.ValidateSkillFields).
 // Templates whose form uses select fields are not published as skills; they stay usable by template_id
 // or template_slug.
-func (a *App) ListSkills(ctx context.Context, id *Identity) ([]Skill, error) {
+func (ts *TemplateService) ListSkills(ctx context.Context, id *Identity) ([]Skill, error) {
+	a := ts.a
 	if err := id.Require(CapReadTemplates); err != nil {
 		return nil, err
 	}

@@ -64,7 +64,8 @@ func StatsHours(hours int) int {
 // TenantStats returns the tenant's statistics over the last hours (normalised by StatsHours):
 // its image jobs by status with success rate and P95 latency, the upstream attempts of its jobs and
 // video tasks, and charged_cny = sum(cost_usd) * SERVICE_USD_CNY * the tenant's markup.
-func (a *App) TenantStats(ctx context.Context, id *Identity, hours int) (*StatsView, error) {
+func (acs *AccountService) TenantStats(ctx context.Context, id *Identity, hours int) (*StatsView, error) {
+	a := acs.a
 	t, err := a.reportedTenant(ctx, id)
 	if err != nil {
 		return nil, err

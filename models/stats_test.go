@@ -48,7 +48,7 @@ func TestTenantStatsFromJobRecords(t *testing.T) {
 	}
 	attempt(task.ID, 3*time.Hour)
 
-	v, err := app.TenantStats(context.Background(), tenant, 0)
+	v, err := app.Accounts().TenantStats(context.Background(), tenant, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +69,14 @@ func TestTenantStatsFromJobRecords(t *testing.T) {
 	if v.Mine.ChargedCNY != 7.78 {
 		t.Errorf("charged_cny = %v, want 7.78", v.Mine.ChargedCNY)
 	}
-	v, err = app.TenantStats(context.Background(), tenant, 48)
+	v, err = app.Accounts().TenantStats(context.Background(), tenant, 48)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.WindowHours != 48 || v.Mine.Jobs.Total != 23 || v.Mine.Jobs.P95MS != 2000 || v.Mine.AttemptsTotal != 24 {
 		t.Errorf("48 h: %+v", v)
 	}
-	empty, err := app.TenantStats(context.Background(), other, 1)
+	empty, err := app.Accounts().TenantStats(context.Background(), other, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,13 +256,14 @@ func ContractError(path string, err error) error {
 
 // CreateTemplate creates an image or copy template owned by the caller: the caller's tenant with a tenant
 // key, the platform (no owner, shared) with the administrator key, the caller with a personal login.
-func (a *App) CreateTemplate(ctx context.Context, owner *Identity, in TemplateInput) (*TemplateView, error) {
+func (ts *TemplateService) CreateTemplate(ctx context.Context, owner *Identity, in TemplateInput) (*TemplateView, error) {
+	a := ts.a
 	if err := owner.Require(CapWriteTemplates); err != nil {
 		return nil, err
 	}
 	var view *TemplateView
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
-		t, err := a.CreateTemplateTx(tx, owner, in)
+		t, err := a.Templates().CreateTemplateTx(tx, owner, in)
 		if err != nil {
 			return err
 		}
@@ -277,7 +278,8 @@ func (a *App) CreateTemplate(ctx context.Context, owner *Identity, in TemplateIn
 
 // CreateTemplateTx validates and stores a template inside the caller's transaction (image-to-template
 // uses it); ownership is as in CreateTemplate.
-func (a *App) CreateTemplateTx(tx *gorm.DB, owner *Identity, in TemplateInput) (*Template, error) {
+func (ts *TemplateService) CreateTemplateTx(tx *gorm.DB, owner *Identity, in TemplateInput) (*Template, error) {
+	a := ts.a
 	if in.Gated != nil {
 		return nil, errGatedReadOnly
 	}
@@ -315,7 +317,8 @@ func (a *App) CreateTemplateTx(tx *gorm.DB, owner *Identity, in TemplateInput) (
 
 // UpdateTemplate changes the fields present in p, validating the result as at creation. Only the owner
 // changes a template (the administrator the platform ones); one the caller cannot see is 404.
-func (a *App) UpdateTemplate(ctx context.Context, id *Identity, p TemplatePatch) (*TemplateView, error) {
+func (ts *TemplateService) UpdateTemplate(ctx context.Context, id *Identity, p TemplatePatch) (*TemplateView, error) {
+	a := ts.a
 	if err := id.Require(CapWriteTemplates); err != nil {
 		return nil, err
 	}
@@ -414,7 +417,8 @@ func absentJSON(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) 
 
 // ListTemplates returns the image and copy templates the caller may see, newest first, filtered by f.
 // An unknown type or source is KindInvalid.
-func (a *App) ListTemplates(ctx context.Context, id *Identity, f TemplateFilter) ([]TemplateView, error) {
+func (ts *TemplateService) ListTemplates(ctx context.Context, id *Identity, f TemplateFilter) ([]TemplateView, error) {
+	a := ts.a
 	if err := id.Require(CapReadTemplates); err != nil {
 		return nil, err
 	}
@@ -453,7 +457,8 @@ func (a *App) ListTemplates(ctx context.Context, id *Identity, f TemplateFilter)
 // TemplateForUse returns the active image template that ref names, when the caller may generate from
 // it. Absent, invisible, inactive (and, for a skill slug, unpublished) templates are 404 "template not
 // found"; a gated template the caller holds no claim for is 403.
-func (a *App) TemplateForUse(ctx context.Context, id *Identity, ref TemplateRef) (*Template, error) {
+func (ts *TemplateService) TemplateForUse(ctx context.Context, id *Identity, ref TemplateRef) (*Template, error) {
+	a := ts.a
 	q := a.DB.WithContext(ctx).Where("type = ?", TemplateImage)
 	switch {
 	case ref.ID != "" && ref.Slug == "" && ref.SkillSlug == "":
@@ -483,7 +488,8 @@ func (a *App) TemplateForUse(ctx context.Context, id *Identity, ref TemplateRef)
 
 // ArticleTemplateForUse returns the active copy template with the slug, when the caller may use it
 // (the same rule as TemplateForUse).
-func (a *App) ArticleTemplateForUse(ctx context.Context, id *Identity, slug string) (*Template, error) {
+func (ts *TemplateService) ArticleTemplateForUse(ctx context.Context, id *Identity, slug string) (*Template, error) {
+	a := ts.a
 	if strings.TrimSpace(slug) == "" {
 		return nil, Invalid("template_slug is required")
 	}
@@ -515,7 +521,8 @@ func (a *App) templateForUse(ctx context.Context, id *Identity, q *gorm.DB) (*Te
 // DeleteTemplate removes a template of either collection, with the claim grants on it; it is the
 // administrator action template-delete (spec 4.8: tenants cannot delete templates). Hooks keep their
 // slugs (they are read at use time).
-func (a *App) DeleteTemplate(ctx context.Context, templateID string) error {
+func (ts *TemplateService) DeleteTemplate(ctx context.Context, templateID string) error {
+	a := ts.a
 	if strings.TrimSpace(templateID) == "" {
 		return Invalid("id is required")
 	}
@@ -548,7 +555,8 @@ func (a *App) DeleteTemplate(ctx context.Context, templateID string) error {
 
 // GateTemplatesTx marks templates (of either collection) gated inside the caller's transaction; claim
 // code creation calls it. An unknown id is KindNotFound and nothing is changed by the caller's rollback.
-func (a *App) GateTemplatesTx(tx *gorm.DB, ids []string) error {
+func (ts *TemplateService) GateTemplatesTx(tx *gorm.DB, ids []string) error {
+	a := ts.a
 	seen := map[string]bool{}
 	var unique []string
 	for _, id := range ids {
@@ -588,7 +596,7 @@ func registerTemplateAdmin(r *AdminActions, a *App) {
 		Run: adminRun(func(ctx context.Context, in struct {
 			ID string `json:"id"`
 		}) (any, error) {
-			if err := a.DeleteTemplate(ctx, in.ID); err != nil {
+			if err := a.Templates().DeleteTemplate(ctx, in.ID); err != nil {
 				return nil, err
 			}
 			return map[string]any{"ok": true}, nil

@@ -12,7 +12,8 @@ import (
 // call and nothing charged. The caller must see the template's prompt: a template it cannot see is
 // KindNotFound, a gated one it holds no claim for KindForbidden; a spec-mode template or a missing or
 // invalid field value is KindInvalid, as at generation.
-func (a *App) TemplatePromptPreview(ctx context.Context, id *Identity, templateID string, input map[string]any) (string, error) {
+func (ts *TemplateService) TemplatePromptPreview(ctx context.Context, id *Identity, templateID string, input map[string]any) (string, error) {
+	a := ts.a
 	if err := id.Require(CapReadTemplates); err != nil {
 		return "", err
 	}

@@ -27,7 +27,7 @@ func tplApp(t *testing.T) *models.App {
 // tplTenant creates a tenant and returns its tenant-key identity.
 func tplTenant(t *testing.T, app *models.App, name string) *models.Identity {
 	t.Helper()
-	ten, _, err := app.CreateTenant(context.Background(), models.TenantInput{Name: name})
+	ten, _, err := app.Accounts().CreateTenant(context.Background(), models.TenantInput{Name: name})
 	if err != nil {
 		t.Fatalf("create tenant: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestCreateTemplateValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			view, err := app.CreateTemplate(context.Background(), tenant, tt.in)
+			view, err := app.Templates().CreateTemplate(context.Background(), tenant, tt.in)
 			wantErr(t, err, tt.kind, tt.msg)
 			if err == nil && (view.Source != "mine" || view.ZhName == "") {
 				t.Fatalf("created view = %+v", view)
@@ -176,21 +176,21 @@ func TestCreateTemplateOwnershipAndSlugs(t *testing.T) {
 	user := tplUser(t, app)
 	spec := configs(`{"skill_spec_md":"# S"}`)
 
-	_, err := app.CreateTemplate(ctx, member, imageInput(spec))
+	_, err := app.Templates().CreateTemplate(ctx, member, imageInput(spec))
 	wantErr(t, err, models.KindForbidden, "member account key cannot create")
 
 	in := imageInput(spec)
 	in.Slug = "shared-slug"
-	tv, err := app.CreateTemplate(ctx, tenant, in)
+	tv, err := app.Templates().CreateTemplate(ctx, tenant, in)
 	wantErr(t, err, 0, "")
 	// Image and copy templates share one slug namespace, across owners.
 	art := models.TemplateInput{Type: "article", ZhName: "文案", Slug: "shared-slug", GenerationConfigs: configs(`{"format":"wechat","skill_spec_md":"# S"}`)}
-	_, err = app.CreateTemplate(ctx, user, art)
+	_, err = app.Templates().CreateTemplate(ctx, user, art)
 	wantErr(t, err, models.KindConflict, `slug "shared-slug" is already taken`)
-	_, err = app.CreateTemplate(ctx, tplAdmin, in)
+	_, err = app.Templates().CreateTemplate(ctx, tplAdmin, in)
 	wantErr(t, err, models.KindConflict, "already taken")
 	// Video templates have their own namespace.
-	_, err = app.CreateVideoTemplate(ctx, tenant, models.VideoTemplateInput{Slug: "shared-slug", ZhName: "视频", GenerationConfigs: configs(`{"skill_spec_md":"# S"}`)})
+	_, err = app.Templates().CreateVideoTemplate(ctx, tenant, models.VideoTemplateInput{Slug: "shared-slug", ZhName: "视频", GenerationConfigs: configs(`{"skill_spec_md":"# S"}`)})
 	wantErr(t, err, 0, "")
 
 	var stored models.Template
@@ -198,14 +198,14 @@ func TestCreateTemplateOwnershipAndSlugs(t *testing.T) {
 	if stored.TenantID == nil || *stored.TenantID != tenant.TenantID || stored.UserID != nil || stored.AuthorKind != "tenant" || stored.AuthorID != tenant.TenantID {
 		t.Fatalf("tenant template ownership = %+v", stored)
 	}
-	uv, err := app.CreateTemplate(ctx, user, imageInput(spec))
+	uv, err := app.Templates().CreateTemplate(ctx, user, imageInput(spec))
 	wantErr(t, err, 0, "")
 	stored = models.Template{}
 	app.DB.First(&stored, "id = ?", uv.ID)
 	if stored.TenantID != nil || stored.UserID == nil || *stored.UserID != user.UserID || stored.AuthorKind != "user" {
 		t.Fatalf("personal template ownership = %+v", stored)
 	}
-	av, err := app.CreateTemplate(ctx, tplAdmin, imageInput(spec))
+	av, err := app.Templates().CreateTemplate(ctx, tplAdmin, imageInput(spec))
 	wantErr(t, err, 0, "")
 	stored = models.Template{}
 	app.DB.First(&stored, "id = ?", av.ID)
@@ -214,9 +214,9 @@ func TestCreateTemplateOwnershipAndSlugs(t *testing.T) {
 	}
 
 	// A slug change onto a taken slug is 409 as well; keeping one's own slug is fine.
-	_, err = app.UpdateTemplate(ctx, user, models.TemplatePatch{ID: uv.ID, Slug: ptrTo("shared-slug")})
+	_, err = app.Templates().UpdateTemplate(ctx, user, models.TemplatePatch{ID: uv.ID, Slug: ptrTo("shared-slug")})
 	wantErr(t, err, models.KindConflict, "already taken")
-	_, err = app.UpdateTemplate(ctx, tenant, models.TemplatePatch{ID: tv.ID, Slug: ptrTo("shared-slug"), ZhName: ptrTo("新名字")})
+	_, err = app.Templates().UpdateTemplate(ctx, tenant, models.TemplatePatch{ID: tv.ID, Slug: ptrTo("shared-slug"), ZhName: ptrTo("新名字")})
 	wantErr(t, err, 0, "")
 }
 
@@ -227,7 +227,7 @@ func TestCreateTemplateTxJoinsTheCallersTransaction(t *testing.T) {
 	tenant := tplTenant(t, app, "Acme")
 	boom := errors.New("rollback")
 	err := app.Tx(context.Background(), func(tx *gorm.DB) error {
-		if _, err := app.CreateTemplateTx(tx, tenant, imageInput(configs(`{"skill_spec_md":"# S"}`))); err != nil {
+		if _, err := app.Templates().CreateTemplateTx(tx, tenant, imageInput(configs(`{"skill_spec_md":"# S"}`))); err != nil {
 			return err
 		}
 		return boom
@@ -246,9 +246,9 @@ func TestUpdateTemplateRules(t *testing.T) {
 	app := tplApp(t)
 	ctx := context.Background()
 	a, b := tplTenant(t, app, "A"), tplTenant(t, app, "B")
-	tv, err := app.CreateTemplate(ctx, a, imageInput(configs(`{"prompt_template":"{title}","fields":[{"key":"title","label":"T"}]}`)))
+	tv, err := app.Templates().CreateTemplate(ctx, a, imageInput(configs(`{"prompt_template":"{title}","fields":[{"key":"title","label":"T"}]}`)))
 	wantErr(t, err, 0, "")
-	pv, err := app.CreateTemplate(ctx, tplAdmin, imageInput(configs(`{"skill_spec_md":"# S"}`)))
+	pv, err := app.Templates().CreateTemplate(ctx, tplAdmin, imageInput(configs(`{"skill_spec_md":"# S"}`)))
 	wantErr(t, err, 0, "")
 
 	tests := []struct {
@@ -273,7 +273,7 @@ func TestUpdateTemplateRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := app.UpdateTemplate(ctx, tt.id, tt.p)
+			_, err := app.Templates().UpdateTemplate(ctx, tt.id, tt.p)
 			wantErr(t, err, tt.kind, tt.msg)
 		})
 	}
@@ -283,12 +283,12 @@ func TestUpdateTemplateRules(t *testing.T) {
 		t.Fatalf("after patch: %+v", got)
 	}
 	// The deactivated platform template is gone for tenants, still listed to the administrator.
-	rows, err := app.ListTemplates(ctx, a, models.TemplateFilter{Source: "platform"})
+	rows, err := app.Templates().ListTemplates(ctx, a, models.TemplateFilter{Source: "platform"})
 	wantErr(t, err, 0, "")
 	if len(rows) != 0 {
 		t.Fatalf("tenant sees %d platform templates after deactivation, want 0", len(rows))
 	}
-	rows, _ = app.ListTemplates(ctx, tplAdmin, models.TemplateFilter{})
+	rows, _ = app.Templates().ListTemplates(ctx, tplAdmin, models.TemplateFilter{})
 	if len(rows) != 1 || rows[0].Active {
 		t.Fatalf("admin listing = %+v", rows)
 	}
@@ -301,11 +301,11 @@ func TestFormPromptSubstitutionThroughCreation(t *testing.T) {
 	create := func(t *testing.T, prompt, fields string) *models.Template {
 		t.Helper()
 		cfg, _ := json.Marshal(map[string]any{"prompt_template": prompt, "fields": json.RawMessage(fields)})
-		v, err := app.CreateTemplate(ctx, tenant, imageInput(configs(string(cfg))))
+		v, err := app.Templates().CreateTemplate(ctx, tenant, imageInput(configs(string(cfg))))
 		if err != nil {
 			t.Fatalf("create %q: %v", prompt, err)
 		}
-		tpl, err := app.TemplateForUse(ctx, tenant, models.TemplateRef{ID: v.ID})
+		tpl, err := app.Templates().TemplateForUse(ctx, tenant, models.TemplateRef{ID: v.ID})
 		if err != nil {
 			t.Fatalf("for use: %v", err)
 		}
@@ -358,16 +358,16 @@ func TestFormPromptSubstitutionThroughCreation(t *testing.T) {
 		})
 	}
 
-	spec, err := app.CreateTemplate(ctx, tenant, imageInput(configs(`{"skill_spec_md":"# S"}`)))
+	spec, err := app.Templates().CreateTemplate(ctx, tenant, imageInput(configs(`{"skill_spec_md":"# S"}`)))
 	wantErr(t, err, 0, "")
-	tpl, _ := app.TemplateForUse(ctx, tenant, models.TemplateRef{ID: spec.ID})
+	tpl, _ := app.Templates().TemplateForUse(ctx, tenant, models.TemplateRef{ID: spec.ID})
 	_, err = tpl.FormPrompt(map[string]any{})
 	wantErr(t, err, models.KindInvalid, "one-sentence description")
 
-	art, err := app.CreateTemplate(ctx, tenant, models.TemplateInput{Type: "article", ZhName: "文案", Slug: "note",
+	art, err := app.Templates().CreateTemplate(ctx, tenant, models.TemplateInput{Type: "article", ZhName: "文案", Slug: "note",
 		GenerationConfigs: configs(`{"format":"xiaohongshu","prompt_template":"写一篇关于{subject}的笔记","fields":[{"key":"subject","label":"主题"}]}`)})
 	wantErr(t, err, 0, "")
-	at, err := app.ArticleTemplateForUse(ctx, tenant, "note")
+	at, err := app.Templates().ArticleTemplateForUse(ctx, tenant, "note")
 	wantErr(t, err, 0, "")
 	if got, err := at.FormPrompt(map[string]any{"subject": "咖啡"}); err != nil || got != "写一篇关于咖啡的笔记" || at.ID != art.ID {
 		t.Fatalf("article FormPrompt = %q, %v", got, err)
@@ -409,27 +409,27 @@ func TestVideoTemplateValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := app.CreateVideoTemplate(ctx, tenant, tt.in)
+			_, err := app.Templates().CreateVideoTemplate(ctx, tenant, tt.in)
 			wantErr(t, err, tt.kind, tt.msg)
 		})
 	}
-	vt, err := app.VideoTemplateForUse(ctx, tenant, "video-c")
+	vt, err := app.Templates().VideoTemplateForUse(ctx, tenant, "video-c")
 	wantErr(t, err, 0, "")
 	cfgs, err := vt.VideoConfigs()
 	if err != nil || cfgs[0].Model != "auto" {
 		t.Fatalf("model omitted stored as %q (%v), want auto", cfgs[0].Model, err)
 	}
-	byID, err := app.VideoTemplateForUse(ctx, tenant, vt.ID)
+	byID, err := app.Templates().VideoTemplateForUse(ctx, tenant, vt.ID)
 	if err != nil || byID.ID != vt.ID {
 		t.Fatalf("by id: %v", err)
 	}
-	locked, _ := app.VideoTemplateForUse(ctx, tenant, "video-d")
+	locked, _ := app.Templates().VideoTemplateForUse(ctx, tenant, "video-d")
 	if got, err := locked.FormPrompt(map[string]any{"subject": "cat"}); err != nil || got != "a cat" {
 		t.Fatalf("video FormPrompt = %q, %v", got, err)
 	}
-	_, err = app.UpdateVideoTemplate(ctx, tenant, models.VideoTemplatePatch{ID: vt.ID, GenerationConfigs: configs(`{"model":"vidA-2-0-pro-260801","resolution":"720p","skill_spec_md":"# S"}`)})
+	_, err = app.Templates().UpdateVideoTemplate(ctx, tenant, models.VideoTemplatePatch{ID: vt.ID, GenerationConfigs: configs(`{"model":"vidA-2-0-pro-260801","resolution":"720p","skill_spec_md":"# S"}`)})
 	wantErr(t, err, models.KindInvalid, "720p is not offered")
-	_, err = app.UpdateVideoTemplate(ctx, tenant, models.VideoTemplatePatch{ID: vt.ID, Slug: ptrTo("video-d")})
+	_, err = app.Templates().UpdateVideoTemplate(ctx, tenant, models.VideoTemplatePatch{ID: vt.ID, Slug: ptrTo("video-d")})
 	wantErr(t, err, models.KindConflict, "already taken")
 }
 
@@ -451,7 +451,7 @@ func newVisibilityFixture(t *testing.T) *visibilityFixture {
 		in := imageInput(configs(cfg))
 		in.Slug = slug
 		in.SampleImages = []string{"https://cdn.example.com/" + slug + ".png"}
-		v, err := app.CreateTemplate(ctx, owner, in)
+		v, err := app.Templates().CreateTemplate(ctx, owner, in)
 		if err != nil {
 			t.Fatalf("create %s: %v", slug, err)
 		}
@@ -461,10 +461,10 @@ func newVisibilityFixture(t *testing.T) *visibilityFixture {
 	f.platform = mk(tplAdmin, "plat", `{"prompt_template":"platform {title}","fields":[{"key":"title","label":"T"}]}`)
 	f.gated = mk(tplAdmin, "gated", `{"prompt_template":"secret {title}","fields":[{"key":"title","label":"T"}],"default_reference_images":["https://cdn.example.com/ref.png"]}`)
 	f.inact = mk(tplAdmin, "inactive", `{"skill_spec_md":"# S"}`)
-	if _, err := app.UpdateTemplate(ctx, tplAdmin, models.TemplatePatch{ID: f.inact, Active: ptrTo(false)}); err != nil {
+	if _, err := app.Templates().UpdateTemplate(ctx, tplAdmin, models.TemplatePatch{ID: f.inact, Active: ptrTo(false)}); err != nil {
 		t.Fatal(err)
 	}
-	err := app.Tx(ctx, func(tx *gorm.DB) error { return app.GateTemplatesTx(tx, []string{f.gated, f.gated}) })
+	err := app.Tx(ctx, func(tx *gorm.DB) error { return app.Templates().GateTemplatesTx(tx, []string{f.gated, f.gated}) })
 	if err != nil {
 		t.Fatalf("gate: %v", err)
 	}
@@ -480,7 +480,7 @@ func TestVisibilityRule(t *testing.T) {
 	type row struct{ source, locked string }
 	list := func(id *models.Identity, filter models.TemplateFilter) map[string]row {
 		t.Helper()
-		rows, err := app.ListTemplates(ctx, id, filter)
+		rows, err := app.Templates().ListTemplates(ctx, id, filter)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -520,9 +520,9 @@ func TestVisibilityRule(t *testing.T) {
 			}
 		})
 	}
-	_, err := app.ListTemplates(ctx, f.a, models.TemplateFilter{Type: "video"})
+	_, err := app.Templates().ListTemplates(ctx, f.a, models.TemplateFilter{Type: "video"})
 	wantErr(t, err, models.KindInvalid, "type must be image or article")
-	_, err = app.ListTemplates(ctx, f.a, models.TemplateFilter{Source: "public"})
+	_, err = app.Templates().ListTemplates(ctx, f.a, models.TemplateFilter{Source: "public"})
 	wantErr(t, err, models.KindInvalid, "source must be mine, platform or all")
 
 	// Generation follows the same rule.
@@ -546,7 +546,7 @@ func TestVisibilityRule(t *testing.T) {
 	}
 	for _, tt := range use {
 		t.Run("use "+tt.name, func(t *testing.T) {
-			_, err := app.TemplateForUse(ctx, tt.id, tt.ref)
+			_, err := app.Templates().TemplateForUse(ctx, tt.id, tt.ref)
 			wantErr(t, err, tt.kind, tt.msg)
 		})
 	}
@@ -559,7 +559,7 @@ func TestVisibilityRule(t *testing.T) {
 	if got := list(f.b, models.TemplateFilter{}); got["gated"].locked != "open" {
 		t.Fatalf("claim-code tenant sees gated as %v, want open", got["gated"])
 	}
-	if _, err := app.TemplateForUse(ctx, f.b, models.TemplateRef{Slug: "gated"}); err != nil {
+	if _, err := app.Templates().TemplateForUse(ctx, f.b, models.TemplateRef{Slug: "gated"}); err != nil {
 		t.Fatalf("claim-code tenant use: %v", err)
 	}
 }
@@ -569,7 +569,7 @@ func TestTemplateViewStripsPromptText(t *testing.T) {
 	app, ctx := f.app, context.Background()
 	find := func(id *models.Identity, slug string) models.TemplateView {
 		t.Helper()
-		rows, err := app.ListTemplates(ctx, id, models.TemplateFilter{})
+		rows, err := app.Templates().ListTemplates(ctx, id, models.TemplateFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,16 +611,16 @@ func TestSkills(t *testing.T) {
 	mk := func(slug, cfg string, images ...string) {
 		in := imageInput(configs(cfg))
 		in.Slug, in.Ratio, in.Genre, in.Description, in.SampleImages = slug, "3:4", "poster", "one line", images
-		if _, err := app.CreateTemplate(ctx, tplAdmin, in); err != nil {
+		if _, err := app.Templates().CreateTemplate(ctx, tplAdmin, in); err != nil {
 			t.Fatalf("create %s: %v", slug, err)
 		}
 	}
 	mk("form-skill", `{"prompt_template":"{title} {body}","fields":[{"key":"title","label":"T"},{"key":"body","label":"B","type":"textarea"}],"ref_required":true}`, "https://cdn.example.com/1.png", "https://cdn.example.com/2.png")
 	mk("select-form", `{"prompt_template":"{s}","fields":[{"key":"s","label":"S","type":"select","options":["a"]}]}`)
-	if _, err := app.CreateTemplate(ctx, tplAdmin, imageInput(configs(`{"skill_spec_md":"# no slug"}`))); err != nil {
+	if _, err := app.Templates().CreateTemplate(ctx, tplAdmin, imageInput(configs(`{"skill_spec_md":"# no slug"}`))); err != nil {
 		t.Fatal(err)
 	}
-	skills, err := app.ListSkills(ctx, f.b)
+	skills, err := app.Templates().ListSkills(ctx, f.b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,7 +635,7 @@ func TestSkills(t *testing.T) {
 	if fs.Thumb == nil || *fs.Thumb != "https://cdn.example.com/1.png" || !fs.RefRequired || len(fs.Fields) != 2 || fs.Ratio != "3:4" || fs.Genre != "poster" {
 		t.Fatalf("form skill = %+v", fs)
 	}
-	skills, _ = app.ListSkills(ctx, f.a)
+	skills, _ = app.Templates().ListSkills(ctx, f.a)
 	var aOwn *models.Skill
 	for i := range skills {
 		if skills[i].Slug == "a-own" {
@@ -645,14 +645,14 @@ func TestSkills(t *testing.T) {
 	if aOwn == nil || aOwn.Fields != nil {
 		t.Fatalf("tenant A's spec skill = %+v, want listed with fields nil", aOwn)
 	}
-	skills, _ = app.ListSkills(ctx, f.buyer)
+	skills, _ = app.Templates().ListSkills(ctx, f.buyer)
 	if len(skills) != 3 { // form-skill, gated (claimed), plat
 		t.Fatalf("grant holder skills = %+v", skills)
 	}
-	if _, err := app.TemplateForUse(ctx, f.b, models.TemplateRef{SkillSlug: "select-form"}); models.KindOf(err) != models.KindNotFound {
+	if _, err := app.Templates().TemplateForUse(ctx, f.b, models.TemplateRef{SkillSlug: "select-form"}); models.KindOf(err) != models.KindNotFound {
 		t.Fatalf("select form by skill_slug: %v, want not found", err)
 	}
-	if _, err := app.TemplateForUse(ctx, f.b, models.TemplateRef{Slug: "select-form"}); err != nil {
+	if _, err := app.Templates().TemplateForUse(ctx, f.b, models.TemplateRef{Slug: "select-form"}); err != nil {
 		t.Fatalf("select form by template_slug: %v", err)
 	}
 }
@@ -661,25 +661,25 @@ func TestGateTemplatesTxAndDelete(t *testing.T) {
 	app := tplApp(t)
 	ctx := context.Background()
 	tenant := tplTenant(t, app, "Acme")
-	v, err := app.CreateTemplate(ctx, tplAdmin, imageInput(configs(`{"skill_spec_md":"# S"}`)))
+	v, err := app.Templates().CreateTemplate(ctx, tplAdmin, imageInput(configs(`{"skill_spec_md":"# S"}`)))
 	wantErr(t, err, 0, "")
-	vt, err := app.CreateVideoTemplate(ctx, tplAdmin, models.VideoTemplateInput{Slug: "clip", ZhName: "视频", GenerationConfigs: configs(`{"skill_spec_md":"# S"}`)})
+	vt, err := app.Templates().CreateVideoTemplate(ctx, tplAdmin, models.VideoTemplateInput{Slug: "clip", ZhName: "视频", GenerationConfigs: configs(`{"skill_spec_md":"# S"}`)})
 	wantErr(t, err, 0, "")
 
-	err = app.Tx(ctx, func(tx *gorm.DB) error { return app.GateTemplatesTx(tx, []string{v.ID, models.NewID()}) })
+	err = app.Tx(ctx, func(tx *gorm.DB) error { return app.Templates().GateTemplatesTx(tx, []string{v.ID, models.NewID()}) })
 	wantErr(t, err, models.KindNotFound, "template not found")
 	var got models.Template
 	app.DB.First(&got, "id = ?", v.ID)
 	if got.Gated {
 		t.Fatal("gated after a failed GateTemplatesTx")
 	}
-	err = app.Tx(ctx, func(tx *gorm.DB) error { return app.GateTemplatesTx(tx, []string{v.ID, vt.ID}) })
+	err = app.Tx(ctx, func(tx *gorm.DB) error { return app.Templates().GateTemplatesTx(tx, []string{v.ID, vt.ID}) })
 	wantErr(t, err, 0, "")
-	rows, _ := app.ListVideoTemplates(ctx, tenant, "")
+	rows, _ := app.Templates().ListVideoTemplates(ctx, tenant, "")
 	if len(rows) != 1 || !rows[0].Locked || rows[0].GenerationConfigs[0].SkillSpecMD != nil {
 		t.Fatalf("gated video template for a tenant: %+v", rows)
 	}
-	if _, err := app.VideoTemplateForUse(ctx, tenant, "clip"); models.KindOf(err) != models.KindForbidden {
+	if _, err := app.Templates().VideoTemplateForUse(ctx, tenant, "clip"); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("locked video template use: %v", err)
 	}
 
@@ -705,7 +705,7 @@ func TestHooks(t *testing.T) {
 	a, b := tplTenant(t, app, "A"), tplTenant(t, app, "B")
 	mk := func(owner *models.Identity, typ, slug, cfg string) {
 		t.Helper()
-		if _, err := app.CreateTemplate(ctx, owner, models.TemplateInput{Type: typ, Slug: slug, ZhName: "x", GenerationConfigs: configs(cfg)}); err != nil {
+		if _, err := app.Templates().CreateTemplate(ctx, owner, models.TemplateInput{Type: typ, Slug: slug, ZhName: "x", GenerationConfigs: configs(cfg)}); err != nil {
 			t.Fatalf("create %s: %v", slug, err)
 		}
 	}
@@ -713,7 +713,7 @@ func TestHooks(t *testing.T) {
 	mk(b, "image", "b-poster", `{"skill_spec_md":"# S"}`)
 	mk(tplAdmin, "article", "copy", `{"format":"wechat","skill_spec_md":"# S"}`)
 	mk(b, "article", "b-copy", `{"format":"wechat","skill_spec_md":"# S"}`)
-	if _, err := app.CreateVideoTemplate(ctx, a, models.VideoTemplateInput{Slug: "clip", ZhName: "v", GenerationConfigs: configs(`{"skill_spec_md":"# S"}`)}); err != nil {
+	if _, err := app.Templates().CreateVideoTemplate(ctx, a, models.VideoTemplateInput{Slug: "clip", ZhName: "v", GenerationConfigs: configs(`{"skill_spec_md":"# S"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -734,24 +734,24 @@ func TestHooks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := app.UpsertHook(ctx, a, tt.in)
+			_, _, err := app.Accounts().UpsertHook(ctx, a, tt.in)
 			wantErr(t, err, tt.kind, tt.msg)
 		})
 	}
 	member := &models.Identity{Kind: models.IdentityAccount, TenantID: a.TenantID, AccountID: models.NewID()}
-	if _, err := app.ListHooks(ctx, member, ""); models.KindOf(err) != models.KindForbidden {
+	if _, err := app.Accounts().ListHooks(ctx, member, ""); models.KindOf(err) != models.KindForbidden {
 		t.Fatalf("member ListHooks: %v", err)
 	}
-	hooks, err := app.ListHooks(ctx, a, "poster")
+	hooks, err := app.Accounts().ListHooks(ctx, a, "poster")
 	if err != nil || len(hooks) != 2 || hooks[0].HookType != "article" || !hooks[0].Enabled || hooks[1].Enabled || hooks[1].Note != "later" {
 		t.Fatalf("hooks = %+v, %v", hooks, err)
 	}
-	_, err = app.UpdateHook(ctx, b, models.HookPatch{ID: hooks[0].ID, Enabled: ptrTo(false)})
+	_, err = app.Accounts().UpdateHook(ctx, b, models.HookPatch{ID: hooks[0].ID, Enabled: ptrTo(false)})
 	wantErr(t, err, models.KindNotFound, "hook not found")
-	_, err = app.UpdateHook(ctx, a, models.HookPatch{ID: hooks[1].ID, HookType: ptrTo("article"), HookTemplateSlug: ptrTo("copy")})
+	_, err = app.Accounts().UpdateHook(ctx, a, models.HookPatch{ID: hooks[1].ID, HookType: ptrTo("article"), HookTemplateSlug: ptrTo("copy")})
 	wantErr(t, err, models.KindConflict, "already exists")
-	err = app.DeleteHook(ctx, b, hooks[0].ID)
+	err = app.Accounts().DeleteHook(ctx, b, hooks[0].ID)
 	wantErr(t, err, models.KindNotFound, "hook not found")
-	wantErr(t, app.DeleteHook(ctx, a, hooks[0].ID), 0, "")
-	wantErr(t, app.DeleteHook(ctx, a, hooks[0].ID), models.KindNotFound, "hook not found")
+	wantErr(t, app.Accounts().DeleteHook(ctx, a, hooks[0].ID), 0, "")
+	wantErr(t, app.Accounts().DeleteHook(ctx, a, hooks[0].ID), models.KindNotFound, "hook not found")
 }

@@ -18,7 +18,8 @@ type TenantInput struct {
 }
 
 // CreateTenant creates a tenant with its key and opening credits in one transaction; it returns the plaintext key once.
-func (a *App) CreateTenant(ctx context.Context, in TenantInput) (*Tenant, string, error) {
+func (acs *AccountService) CreateTenant(ctx context.Context, in TenantInput) (*Tenant, string, error) {
+	a := acs.a
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" || len([]rune(in.Name)) > 200 {
 		return nil, "", Invalid("name is required (at most 200 characters)")
@@ -63,7 +64,8 @@ func (a *App) tenantByID(ctx context.Context, id string) (*Tenant, error) {
 }
 
 // TenantSettings returns the caller's own tenant (its name and the secret that signs its callbacks).
-func (a *App) TenantSettings(ctx context.Context, id *Identity) (*Tenant, error) {
+func (acs *AccountService) TenantSettings(ctx context.Context, id *Identity) (*Tenant, error) {
+	a := acs.a
 	if err := id.Require(CapTenantSettings); err != nil {
 		return nil, err
 	}
@@ -71,7 +73,8 @@ func (a *App) TenantSettings(ctx context.Context, id *Identity) (*Tenant, error)
 }
 
 // TenantByID returns any tenant, for the platform administrator.
-func (a *App) TenantByID(ctx context.Context, id *Identity, tenantID string) (*Tenant, error) {
+func (acs *AccountService) TenantByID(ctx context.Context, id *Identity, tenantID string) (*Tenant, error) {
+	a := acs.a
 	if err := id.Require(CapAdminister); err != nil {
 		return nil, err
 	}
@@ -91,7 +94,8 @@ func findTenant(tx *gorm.DB, id string) (*Tenant, error) {
 }
 
 // RekeyTenant replaces the tenant's key; the old key fails at once.
-func (a *App) RekeyTenant(ctx context.Context, tenantID string) (string, error) {
+func (acs *AccountService) RekeyTenant(ctx context.Context, tenantID string) (string, error) {
+	a := acs.a
 	key := NewAPIKey()
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		if _, err := findTenant(tx, tenantID); err != nil {
@@ -110,7 +114,8 @@ func (a *App) RekeyTenant(ctx context.Context, tenantID string) (string, error) 
 }
 
 // BindTenant restricts a tenant's routing to a model family or a channel; "" unbinds.
-func (a *App) BindTenant(ctx context.Context, tenantID, model string) error {
+func (acs *AccountService) BindTenant(ctx context.Context, tenantID, model string) error {
+	a := acs.a
 	res := a.DB.WithContext(ctx).Model(&Tenant{}).Where("id = ?", tenantID).Update("binding", strings.TrimSpace(model))
 	if res.Error != nil {
 		return Internal("tenant: bind", res.Error)
@@ -124,7 +129,8 @@ func (a *App) BindTenant(ctx context.Context, tenantID, model string) error {
 }
 
 // Tenants lists every tenant, newest first.
-func (a *App) Tenants(ctx context.Context, id *Identity) ([]Tenant, error) {
+func (acs *AccountService) Tenants(ctx context.Context, id *Identity) ([]Tenant, error) {
+	a := acs.a
 	if err := id.Require(CapAdminister); err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func TestTxRetriesDeadlocksAndSerializationFailures(t *testing.T) {
 		runs := 0
 		err := app.Tx(ctx, func(tx *gorm.DB) error {
 			runs++
-			if _, err := app.ChargeTx(tx, tenant, 1, "ref", "retry test"); err != nil {
+			if _, err := app.Credits().ChargeTx(tx, tenant, 1, "ref", "retry test"); err != nil {
 				return err
 			}
 			if runs < 3 {

@@ -66,7 +66,7 @@ func CheckWorkspaceID(ws string) error {
 
 // MayUpload answers whether the identity may upload files (403 when not), before the surface reads an
 // upload's body: a refused caller's file is never streamed to the store. UploadFile checks again.
-func (a *App) MayUpload(id *Identity) error { return id.Require(CapGenerate) }
+func (ups *UploadService) MayUpload(id *Identity) error { return id.Require(CapGenerate) }
 
 // uploadOwner returns the owner columns of an upload by the identity.
 func uploadOwner(id *Identity) (kind, ownerID string, err error) {
@@ -140,7 +140,8 @@ func tooLarge(kind media.Kind, cause error) error {
 // bytes only, the file is streamed to the store under its detected extension and refused (KindTooLarge)
 // as soon as it passes its format's limit, and it counts toward the hourly upload limit once stored.
 // A caller over the limit is refused before anything is read from r.
-func (a *App) UploadFile(ctx context.Context, store media.Store, id *Identity, workspace string, r io.Reader) (*Upload, error) {
+func (ups *UploadService) UploadFile(ctx context.Context, store media.Store, id *Identity, workspace string, r io.Reader) (*Upload, error) {
+	a := ups.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -186,7 +187,8 @@ func (a *App) UploadFile(ctx context.Context, store media.Store, id *Identity, w
 // MoveUploadToWorkspace puts an upload the identity has just stored into a workspace's subfolder, for a
 // multipart body that names its workspace_id after the file: the object is copied under the workspace's
 // folder with the same name, the row follows it, and the old object is removed. It returns the moved row.
-func (a *App) MoveUploadToWorkspace(ctx context.Context, store media.Store, id *Identity, up *Upload, workspace string) (*Upload, error) {
+func (ups *UploadService) MoveUploadToWorkspace(ctx context.Context, store media.Store, id *Identity, up *Upload, workspace string) (*Upload, error) {
+	a := ups.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -233,7 +235,8 @@ func (a *App) deleteObject(ctx context.Context, store media.Store, key string) {
 
 // RemoveUpload deletes one of the identity's uploads, its row and its object; any other is not found.
 // It runs to the end even when ctx is cancelled (a request cut short still cleans up).
-func (a *App) RemoveUpload(ctx context.Context, store media.Store, id *Identity, uploadID string) error {
+func (ups *UploadService) RemoveUpload(ctx context.Context, store media.Store, id *Identity, uploadID string) error {
+	a := ups.a
 	if err := id.Require(CapGenerate); err != nil {
 		return err
 	}
@@ -294,7 +297,8 @@ type Presign struct {
 // A declared size over the format's limit is KindTooLarge (413), like an upload over the limit. The
 // upload counts toward the hourly limit at commit; presign only refuses a caller already over it, and
 // presigned URLs are limited separately to twice the upload limit per hour so pending rows stay bounded.
-func (a *App) PresignUpload(ctx context.Context, store media.Store, id *Identity, req PresignRequest) (*Presign, error) {
+func (ups *UploadService) PresignUpload(ctx context.Context, store media.Store, id *Identity, req PresignRequest) (*Presign, error) {
+	a := ups.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -355,7 +359,8 @@ func (a *App) PresignUpload(ctx context.Context, store media.Store, id *Identity
 // object and the pending row (KindInvalid). On success the upload counts toward the hourly limit and is
 // committed; committing an already committed key of the caller again returns it unchanged.
 // A key of anyone else, or unknown, is not found.
-func (a *App) CommitUpload(ctx context.Context, store media.Store, id *Identity, key string) (*Upload, error) {
+func (ups *UploadService) CommitUpload(ctx context.Context, store media.Store, id *Identity, key string) (*Upload, error) {
+	a := ups.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}

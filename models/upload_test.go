@@ -78,7 +78,7 @@ func TestUploadFileStoresByDetectedTypeAndCounts(t *testing.T) {
 	user := newUser(t, app, 0)
 	img := pngBytes(t)
 
-	up, err := app.UploadFile(ctx, store, user, "ws", bytes.NewReader(img))
+	up, err := app.Uploads().UploadFile(ctx, store, user, "ws", bytes.NewReader(img))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,16 +88,16 @@ func TestUploadFileStoresByDetectedTypeAndCounts(t *testing.T) {
 		up.OwnerKind != "user" || up.OwnerID != user.UserID || up.TenantID != nil {
 		t.Fatalf("upload = %+v", up)
 	}
-	if _, err := app.UploadFile(ctx, store, user, "", strings.NewReader("plain text")); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Uploads().UploadFile(ctx, store, user, "", strings.NewReader("plain text")); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("text: got %v, want invalid", err)
 	}
-	if _, err := app.UploadFile(ctx, store, user, "a/b", bytes.NewReader(img)); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Uploads().UploadFile(ctx, store, user, "a/b", bytes.NewReader(img)); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("bad workspace: got %v, want invalid", err)
 	}
-	if _, err := app.UploadFile(ctx, store, user, "", bytes.NewReader(img)); err != nil {
+	if _, err := app.Uploads().UploadFile(ctx, store, user, "", bytes.NewReader(img)); err != nil {
 		t.Fatalf("second upload: %v", err)
 	}
-	_, err = app.UploadFile(ctx, store, user, "", bytes.NewReader(img))
+	_, err = app.Uploads().UploadFile(ctx, store, user, "", bytes.NewReader(img))
 	var e *models.Error
 	if !errors.As(err, &e) || e.Kind != models.KindRateLimited || e.RetryAfter <= 0 {
 		t.Fatalf("third upload: got %v, want rate limited with a retry time", err)
@@ -115,7 +115,7 @@ func TestUploadFileTooLargeNamesTheLimit(t *testing.T) {
 	tenant := newTenant(t, app, models.TenantInput{})
 	big := make([]byte, media.MaxImageSize+1)
 	copy(big, pngBytes(t))
-	_, err := app.UploadFile(context.Background(), store, tenant, "", bytes.NewReader(big))
+	_, err := app.Uploads().UploadFile(context.Background(), store, tenant, "", bytes.NewReader(big))
 	if models.KindOf(err) != models.KindTooLarge || !strings.Contains(err.Error(), "8 MB (8388608 bytes)") {
 		t.Fatalf("got %v, want too large naming 8 MB", err)
 	}
@@ -147,7 +147,7 @@ func TestPresignUploadStrategies(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, err := app.PresignUpload(ctx, c.store, tenant, c.req)
+			p, err := app.Uploads().PresignUpload(ctx, c.store, tenant, c.req)
 			if c.strategy == "" {
 				if models.KindOf(err) != c.kind {
 					t.Fatalf("got %v, want kind %s", err, c.kind)
@@ -182,7 +182,7 @@ func TestCommitUploadChecksTheStoredObject(t *testing.T) {
 	presign := func(ext string) string {
 		t.Helper()
 		n := int64(len(img))
-		p, err := app.PresignUpload(ctx, store, tenant, models.PresignRequest{Ext: ext, Size: &n})
+		p, err := app.Uploads().PresignUpload(ctx, store, tenant, models.PresignRequest{Ext: ext, Size: &n})
 		if err != nil || p.Strategy != models.StrategyDirect {
 			t.Fatalf("presign: %+v %v", p, err)
 		}
@@ -196,18 +196,18 @@ func TestCommitUploadChecksTheStoredObject(t *testing.T) {
 	}
 
 	key := presign("png")
-	if _, err := app.CommitUpload(ctx, store, tenant, key); models.KindOf(err) != models.KindInvalid {
+	if _, err := app.Uploads().CommitUpload(ctx, store, tenant, key); models.KindOf(err) != models.KindInvalid {
 		t.Fatalf("commit before the PUT: got %v, want invalid", err)
 	}
 	putObject(key, img)
-	if _, err := app.CommitUpload(ctx, store, other, key); models.KindOf(err) != models.KindNotFound {
+	if _, err := app.Uploads().CommitUpload(ctx, store, other, key); models.KindOf(err) != models.KindNotFound {
 		t.Fatalf("commit by another tenant: got %v, want not found", err)
 	}
-	up, err := app.CommitUpload(ctx, store, tenant, key)
+	up, err := app.Uploads().CommitUpload(ctx, store, tenant, key)
 	if err != nil || !up.Committed || up.MIME != "image/png" || up.URL != local.URL(key) {
 		t.Fatalf("commit: %+v %v", up, err)
 	}
-	if again, err := app.CommitUpload(ctx, store, tenant, key); err != nil || again.ID != up.ID {
+	if again, err := app.Uploads().CommitUpload(ctx, store, tenant, key); err != nil || again.ID != up.ID {
 		t.Fatalf("second commit: %+v %v", again, err)
 	}
 
@@ -219,14 +219,14 @@ func TestCommitUploadChecksTheStoredObject(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			key := presign("png")
 			putObject(key, data)
-			_, err := app.CommitUpload(ctx, store, tenant, key)
+			_, err := app.Uploads().CommitUpload(ctx, store, tenant, key)
 			if models.KindOf(err) != models.KindInvalid || !strings.Contains(err.Error(), "does not match") {
 				t.Fatalf("got %v, want a mismatch", err)
 			}
 			if _, _, err := local.ReadHead(ctx, key, 1); !errors.Is(err, media.ErrNotFound) {
 				t.Fatalf("object after a refused commit: %v", err)
 			}
-			if _, err := app.CommitUpload(ctx, store, tenant, key); models.KindOf(err) != models.KindNotFound {
+			if _, err := app.Uploads().CommitUpload(ctx, store, tenant, key); models.KindOf(err) != models.KindNotFound {
 				t.Fatalf("commit after a refusal: got %v, want not found", err)
 			}
 		})
@@ -242,16 +242,16 @@ func TestPresignIssuesAtMostTwiceTheUploadRate(t *testing.T) {
 	small, large := int64(1000), int64(2<<20)
 	for i := range 3 {
 		// Proxy answers count nothing.
-		if p, err := app.PresignUpload(ctx, store, user, models.PresignRequest{Ext: "png", Size: &small}); err != nil || p.Reason != models.ProxyTooSmall {
+		if p, err := app.Uploads().PresignUpload(ctx, store, user, models.PresignRequest{Ext: "png", Size: &small}); err != nil || p.Reason != models.ProxyTooSmall {
 			t.Fatalf("small presign %d: %+v %v", i, p, err)
 		}
 	}
 	for i := range 2 {
-		if p, err := app.PresignUpload(ctx, store, user, models.PresignRequest{Ext: "png", Size: &large}); err != nil || p.Strategy != models.StrategyDirect {
+		if p, err := app.Uploads().PresignUpload(ctx, store, user, models.PresignRequest{Ext: "png", Size: &large}); err != nil || p.Strategy != models.StrategyDirect {
 			t.Fatalf("presign %d: %+v %v", i, p, err)
 		}
 	}
-	if _, err := app.PresignUpload(ctx, store, user, models.PresignRequest{Ext: "png", Size: &large}); models.KindOf(err) != models.KindRateLimited {
+	if _, err := app.Uploads().PresignUpload(ctx, store, user, models.PresignRequest{Ext: "png", Size: &large}); models.KindOf(err) != models.KindRateLimited {
 		t.Fatalf("third direct presign with an upload rate of 1: got %v, want rate limited", err)
 	}
 }

@@ -39,7 +39,8 @@ const (
 )
 
 // UpstreamTaskOf returns the submission row of a job or video task, or nil when there is none.
-func (a *App) UpstreamTaskOf(ctx context.Context, ownerID string) (*UpstreamTask, error) {
+func (js *JobService) UpstreamTaskOf(ctx context.Context, ownerID string) (*UpstreamTask, error) {
+	a := js.a
 	var t UpstreamTask
 	err := a.DB.WithContext(ctx).First(&t, "owner_id = ?", ownerID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -54,7 +55,8 @@ func (a *App) UpstreamTaskOf(ctx context.Context, ownerID string) (*UpstreamTask
 // BeginUpstreamSubmit records, before the request leaves, that the work is being submitted to
 // upstream, and returns the row with the reference of this submission (owner id and attempt number).
 // It refuses while a submission is recorded as under way or done: that one must be resumed.
-func (a *App) BeginUpstreamSubmit(ctx context.Context, ownerID, media, upstream string) (*UpstreamTask, error) {
+func (js *JobService) BeginUpstreamSubmit(ctx context.Context, ownerID, media, upstream string) (*UpstreamTask, error) {
+	a := js.a
 	var out *UpstreamTask
 	err := a.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var t UpstreamTask
@@ -88,7 +90,8 @@ func (a *App) BeginUpstreamSubmit(ctx context.Context, ownerID, media, upstream 
 
 // UpstreamSubmitRefused records that the submission in progress was refused by the upstream (nothing
 // was started there): the work may be submitted again.
-func (a *App) UpstreamSubmitRefused(ctx context.Context, ownerID string) error {
+func (js *JobService) UpstreamSubmitRefused(ctx context.Context, ownerID string) error {
+	a := js.a
 	err := a.DB.WithContext(ctx).Model(&UpstreamTask{}).Where("owner_id = ? AND state = ?", ownerID, UpstreamTaskSubmitting).
 		Updates(map[string]any{"state": UpstreamTaskNone, "updated_at": a.Now()}).Error
 	if err != nil {
@@ -98,7 +101,8 @@ func (a *App) UpstreamSubmitRefused(ctx context.Context, ownerID string) error {
 }
 
 // UpstreamSubmitted records the provider's task id of the submission in progress.
-func (a *App) UpstreamSubmitted(ctx context.Context, ownerID, upstream, taskID string) error {
+func (js *JobService) UpstreamSubmitted(ctx context.Context, ownerID, upstream, taskID string) error {
+	a := js.a
 	err := a.DB.WithContext(ctx).Model(&UpstreamTask{}).Where("owner_id = ?", ownerID).
 		Updates(map[string]any{"state": UpstreamTaskSubmitted, "upstream": upstream, "task_id": taskID, "updated_at": a.Now()}).Error
 	if err != nil {

@@ -114,7 +114,8 @@ func UsageDays(days int) int {
 
 // TenantUsage returns the tenant's calls per local day over the last days (normalised by UsageDays),
 // today included, oldest first, every day present and zero-filled.
-func (a *App) TenantUsage(ctx context.Context, id *Identity, days int) (*UsageView, error) {
+func (acs *AccountService) TenantUsage(ctx context.Context, id *Identity, days int) (*UsageView, error) {
+	a := acs.a
 	t, err := a.reportedTenant(ctx, id)
 	if err != nil {
 		return nil, err
@@ -186,7 +187,8 @@ func upsertUsage(tx *gorm.DB, k usageKey, n int64) error {
 
 // RecordUsageTx counts one accepted call of a service for the tenant's local day of a.Now(), inside the
 // caller's transaction; agent is the X-CS-Agent name or "". A call without a tenant is not counted.
-func (a *App) RecordUsageTx(tx *gorm.DB, tenantID, service, agent string) error {
+func (crs *CreditService) RecordUsageTx(tx *gorm.DB, tenantID, service, agent string) error {
+	a := crs.a
 	if tenantID == "" {
 		return nil
 	}
@@ -198,7 +200,8 @@ func (a *App) RecordUsageTx(tx *gorm.DB, tenantID, service, agent string) error 
 
 // RecordUsage counts one accepted call without touching the database on the caller's path: the count
 // is written within UsageFlushInterval, or by FlushUsage. A call without a tenant is not counted.
-func (a *App) RecordUsage(tenantID, service, agent string) {
+func (crs *CreditService) RecordUsage(tenantID, service, agent string) {
+	a := crs.a
 	if tenantID == "" {
 		return
 	}
@@ -206,7 +209,8 @@ func (a *App) RecordUsage(tenantID, service, agent string) {
 }
 
 // FlushUsage writes every batched usage count now; call it on shutdown.
-func (a *App) FlushUsage(ctx context.Context) error {
+func (crs *CreditService) FlushUsage(ctx context.Context) error {
+	a := crs.a
 	return a.usageBatch().flush(ctx)
 }
 

@@ -14,7 +14,7 @@ import (
 func recordTx(t *testing.T, app *models.App, tenantID, service, agent string) {
 	t.Helper()
 	if err := app.Tx(context.Background(), func(tx *gorm.DB) error {
-		return app.RecordUsageTx(tx, tenantID, service, agent)
+		return app.Credits().RecordUsageTx(tx, tenantID, service, agent)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func recordTx(t *testing.T, app *models.App, tenantID, service, agent string) {
 
 func usage(t *testing.T, app *models.App, tenantID string, days int) *models.UsageView {
 	t.Helper()
-	v, err := app.TenantUsage(context.Background(), modelstest.Tenant(tenantID), days)
+	v, err := app.Accounts().TenantUsage(context.Background(), modelstest.Tenant(tenantID), days)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,22 +111,22 @@ func TestRecordUsageBatchesAndFlushes(t *testing.T) {
 		return n
 	}
 	for range 50 {
-		app.RecordUsage(tenant.TenantID, models.ServiceChat, "bot")
+		app.Credits().RecordUsage(tenant.TenantID, models.ServiceChat, "bot")
 	}
-	app.RecordUsage("", models.ServiceChat, "")
+	app.Credits().RecordUsage("", models.ServiceChat, "")
 	if got := rows(); got != 0 {
 		t.Fatalf("RecordUsage wrote %d at once; it must batch", got)
 	}
-	if err := app.FlushUsage(context.Background()); err != nil {
+	if err := app.Credits().FlushUsage(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := rows(); got != 50 {
 		t.Fatalf("after FlushUsage: %d, want 50", got)
 	}
-	if err := app.FlushUsage(context.Background()); err != nil || rows() != 50 {
+	if err := app.Credits().FlushUsage(context.Background()); err != nil || rows() != 50 {
 		t.Fatalf("a second flush changed the counts: %d, %v", rows(), err)
 	}
-	app.RecordUsage(tenant.TenantID, models.ServiceChat, "bot")
+	app.Credits().RecordUsage(tenant.TenantID, models.ServiceChat, "bot")
 	deadline := time.Now().Add(3 * time.Second)
 	for rows() != 51 {
 		if time.Now().After(deadline) {

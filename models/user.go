@@ -22,7 +22,8 @@ type loginClaims struct {
 
 // IssueUserToken signs a personal-login JWT for the user, valid for ttl, carrying the account's current
 // token version.
-func (a *App) IssueUserToken(userID string, ttl time.Duration) (string, time.Time, error) {
+func (au *AuthService) IssueUserToken(userID string, ttl time.Duration) (string, time.Time, error) {
+	a := au.a
 	var u User
 	if err := a.DB.Select("id, token_version").First(&u, "id = ?", userID).Error; err != nil {
 		return "", time.Time{}, fmt.Errorf("login: read token version: %w", err)
@@ -104,7 +105,8 @@ func (a *App) userLoginsEnded(ctx context.Context, userID string) {
 }
 
 // UserByEmail returns the personal account with that e-mail.
-func (a *App) UserByEmail(ctx context.Context, email string) (*User, error) {
+func (acs *AccountService) UserByEmail(ctx context.Context, email string) (*User, error) {
+	a := acs.a
 	var u User
 	err := a.DB.WithContext(ctx).First(&u, "email = ?", NormalizeEmail(email)).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -111,7 +111,8 @@ type PreparedVideo struct {
 // PrepareVideo validates a video submit for the identity, resolves its prompt, tier and cost; nothing
 // is stored. A duration outside the tier's range, or a resolution the tier does not offer, is refused
 // here, before any upstream is contacted.
-func (a *App) PrepareVideo(ctx context.Context, id *Identity, req VideoRequest) (*PreparedVideo, error) {
+func (vs *VideoService) PrepareVideo(ctx context.Context, id *Identity, req VideoRequest) (*PreparedVideo, error) {
+	a := vs.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -243,7 +244,7 @@ func (a *App) checkVideoRefs(ctx context.Context, p *VideoParams, req VideoReque
 		urls []string
 	}{{"images", req.Images}, {"videos", req.Videos}, {"audios", req.Audios}} {
 		for i, u := range list.urls {
-			if err := a.CheckMediaURL(ctx, u); err != nil {
+			if err := a.Jobs().CheckMediaURL(ctx, u); err != nil {
 				return Invalid("%s[%d]: %s", list.name, i, err.Error())
 			}
 		}
@@ -256,7 +257,7 @@ func (a *App) checkVideoRefs(ctx context.Context, p *VideoParams, req VideoReque
 // server, spec mode keeps the specification for the worker to expand through a chat upstream. It
 // returns the template's generation config, whose model, ratio, duration and resolution are defaults.
 func (a *App) resolveVideoTemplate(ctx context.Context, id *Identity, req VideoRequest, p *VideoParams) (contract.VideoConfig, error) {
-	t, err := a.VideoTemplateForUse(ctx, id, strings.TrimSpace(req.TemplateID))
+	t, err := a.Templates().VideoTemplateForUse(ctx, id, strings.TrimSpace(req.TemplateID))
 	if err != nil {
 		return contract.VideoConfig{}, err
 	}
@@ -296,7 +297,8 @@ func (a *App) resolveVideoTemplate(ctx context.Context, id *Identity, req VideoR
 // CreateVideoTask counts the submit against the identity's hourly limit, charges the prepared video
 // and stores its task with its usage count and its queued work, all in one transaction: when anything
 // is refused nothing is charged.
-func (a *App) CreateVideoTask(ctx context.Context, id *Identity, p *PreparedVideo) (*VideoTask, error) {
+func (vs *VideoService) CreateVideoTask(ctx context.Context, id *Identity, p *PreparedVideo) (*VideoTask, error) {
+	a := vs.a
 	if !slices.Contains(p.Tiers, p.Tier) {
 		return nil, Internal("video: create", fmt.Errorf("tier %q is not a candidate of the request", p.Tier))
 	}
@@ -312,7 +314,7 @@ func (a *App) CreateVideoTask(ctx context.Context, id *Identity, p *PreparedVide
 		if err := a.rateLimitTx(tx, id, rateVideo, 1, a.Config.GenerateRate); err != nil {
 			return err
 		}
-		c, err := a.ChargeTx(tx, id, t.Credits, t.ID, fmt.Sprintf("video %s %s %d s", t.Model, t.Resolution, t.Duration))
+		c, err := a.Credits().ChargeTx(tx, id, t.Credits, t.ID, fmt.Sprintf("video %s %s %d s", t.Model, t.Resolution, t.Duration))
 		if err != nil {
 			return err
 		}
@@ -320,7 +322,7 @@ func (a *App) CreateVideoTask(ctx context.Context, id *Identity, p *PreparedVide
 		if err := tx.Create(t).Error; err != nil {
 			return Internal("video: create", err)
 		}
-		if err := a.RecordUsageTx(tx, id.TenantID, ServiceVideo, id.Agent); err != nil {
+		if err := a.Credits().RecordUsageTx(tx, id.TenantID, ServiceVideo, id.Agent); err != nil {
 			return err
 		}
 		if err := a.enqueue(tx, Work{Kind: WorkVideoTask, ID: t.ID}); err != nil {
@@ -348,7 +350,8 @@ func (t *VideoTask) VideoParams() (VideoParams, error) {
 }
 
 // VideoDeadline returns when the task fails if it has not ended: its creation plus the job deadline.
-func (a *App) VideoDeadline(t *VideoTask) time.Time {
+func (vs *VideoService) VideoDeadline(t *VideoTask) time.Time {
+	a := vs.a
 	return t.CreatedAt.Add(a.Config.JobDeadline)
 }
 
@@ -379,7 +382,8 @@ func (t *VideoTask) View() VideoTaskView {
 }
 
 // VideoTask returns a video task by id, with no visibility check (workers).
-func (a *App) VideoTask(ctx context.Context, taskID string) (*VideoTask, error) {
+func (vs *VideoService) VideoTask(ctx context.Context, taskID string) (*VideoTask, error) {
+	a := vs.a
 	var t VideoTask
 	err := a.DB.WithContext(ctx).First(&t, "id = ?", taskID).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -393,7 +397,8 @@ func (a *App) VideoTask(ctx context.Context, taskID string) (*VideoTask, error) 
 
 // VideoTaskFor returns a video task the identity may see (as jobs: a tenant key its tenant's, a member
 // key or a personal login its own); any other is not found.
-func (a *App) VideoTaskFor(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+func (vs *VideoService) VideoTaskFor(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+	a := vs.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -422,7 +427,8 @@ type VideoTaskPage struct {
 
 // VideoTasks lists the video tasks the identity may see, newest first: page pageNum (from 1) of
 // pageSize items (at most VideoPageSizeMax; larger sizes are cut to it), with status "" for every status.
-func (a *App) VideoTasks(ctx context.Context, id *Identity, status string, pageNum, pageSize int) (*VideoTaskPage, error) {
+func (vs *VideoService) VideoTasks(ctx context.Context, id *Identity, status string, pageNum, pageSize int) (*VideoTaskPage, error) {
+	a := vs.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -463,7 +469,8 @@ func (a *App) VideoTasks(ctx context.Context, id *Identity, status string, pageN
 // upstream and its task id (privately). reported is the upstream's progress figure (0 when it gives none).
 // It reports false, changing nothing, when the task is no longer pending (cancelled meanwhile): the
 // caller then cancels the upstream task.
-func (a *App) StartVideoTask(ctx context.Context, taskID, upstreamName, upstreamTaskID string, reported int) (bool, error) {
+func (vs *VideoService) StartVideoTask(ctx context.Context, taskID, upstreamName, upstreamTaskID string, reported int) (bool, error) {
+	a := vs.a
 	var t VideoTask
 	if err := a.DB.WithContext(ctx).Select("id, status, model, duration, progress, created_at").First(&t, "id = ?", taskID).Error; err != nil {
 		return false, Internal("video: read", err)
@@ -483,7 +490,8 @@ func (a *App) StartVideoTask(ctx context.Context, taskID, upstreamName, upstream
 
 // VideoProgress records the progress of a running task from the upstream's figure (reported, 0 when it
 // gives none). It reports false when the task is no longer running.
-func (a *App) VideoProgress(ctx context.Context, taskID string, reported int) (bool, error) {
+func (vs *VideoService) VideoProgress(ctx context.Context, taskID string, reported int) (bool, error) {
+	a := vs.a
 	var t VideoTask
 	if err := a.DB.WithContext(ctx).Select("id, status, model, duration, progress, created_at").First(&t, "id = ?", taskID).Error; err != nil {
 		return false, Internal("video: read", err)
@@ -518,7 +526,8 @@ func (a *App) videoProgress(t *VideoTask, reported int) int {
 
 // CompleteVideoTask marks a running task done with the stored video's URL and the upstream's cost. It
 // reports false, changing nothing, when the task is no longer running (cancelled meanwhile).
-func (a *App) CompleteVideoTask(ctx context.Context, taskID, videoURL string, costUSD float64) (bool, error) {
+func (vs *VideoService) CompleteVideoTask(ctx context.Context, taskID, videoURL string, costUSD float64) (bool, error) {
+	a := vs.a
 	now := a.Now()
 	res := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("id = ? AND status = ?", taskID, VideoRunning).Updates(map[string]any{
 		"status": VideoDone, "video_url": videoURL, "progress": 100, "cost_usd": costUSD,
@@ -536,7 +545,8 @@ func (a *App) CompleteVideoTask(ctx context.Context, taskID, videoURL string, co
 // FailVideoTask marks a pending or running task failed with a reason (shown to the caller: it never
 // names an upstream) and refunds its credits in full at once, in one transaction. It reports false,
 // changing nothing, when the task already ended (never refunded twice).
-func (a *App) FailVideoTask(ctx context.Context, taskID, reason string) (bool, error) {
+func (vs *VideoService) FailVideoTask(ctx context.Context, taskID, reason string) (bool, error) {
+	a := vs.a
 	failed := false
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		var t VideoTask
@@ -559,7 +569,8 @@ func (a *App) FailVideoTask(ctx context.Context, taskID, reason string) (bool, e
 // CancelVideoTask cancels a pending or running task the identity may see and refunds it, in one
 // transaction, and returns it as it was when cancelled (with its upstream, for the caller to cancel
 // there too). An ended task is KindConflict; a task the identity may not see is not found.
-func (a *App) CancelVideoTask(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+func (vs *VideoService) CancelVideoTask(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+	a := vs.a
 	if err := id.Require(CapGenerate); err != nil {
 		return nil, err
 	}
@@ -611,7 +622,7 @@ func (a *App) endVideoTx(tx *gorm.DB, t *VideoTask, status string, reason *strin
 		return false, nil
 	}
 	t.Status, t.Error, t.UpdatedAt, t.FinishedAt = status, reason, now, &now
-	if _, err := a.RefundVideoTx(tx, t); err != nil {
+	if _, err := a.Credits().RefundVideoTx(tx, t); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -106,7 +106,8 @@ func (t *VideoTemplate) FormPrompt(input map[string]any) (string, error) {
 
 // CreateVideoTemplate creates a video template owned by the caller, with the ownership rules of
 // CreateTemplate; slug and zh_name are required.
-func (a *App) CreateVideoTemplate(ctx context.Context, owner *Identity, in VideoTemplateInput) (*VideoTemplateView, error) {
+func (ts *TemplateService) CreateVideoTemplate(ctx context.Context, owner *Identity, in VideoTemplateInput) (*VideoTemplateView, error) {
+	a := ts.a
 	if err := owner.Require(CapWriteTemplates); err != nil {
 		return nil, err
 	}
@@ -151,7 +152,8 @@ func (a *App) CreateVideoTemplate(ctx context.Context, owner *Identity, in Video
 }
 
 // UpdateVideoTemplate changes the fields present in p, with the rules of UpdateTemplate.
-func (a *App) UpdateVideoTemplate(ctx context.Context, id *Identity, p VideoTemplatePatch) (*VideoTemplateView, error) {
+func (ts *TemplateService) UpdateVideoTemplate(ctx context.Context, id *Identity, p VideoTemplatePatch) (*VideoTemplateView, error) {
+	a := ts.a
 	if err := id.Require(CapWriteTemplates); err != nil {
 		return nil, err
 	}
@@ -221,7 +223,8 @@ func (a *App) UpdateVideoTemplate(ctx context.Context, id *Identity, p VideoTemp
 
 // ListVideoTemplates returns the video templates the caller may see, newest first, filtered by source
 // (mine, platform, all or "" for all).
-func (a *App) ListVideoTemplates(ctx context.Context, id *Identity, source string) ([]VideoTemplateView, error) {
+func (ts *TemplateService) ListVideoTemplates(ctx context.Context, id *Identity, source string) ([]VideoTemplateView, error) {
+	a := ts.a
 	if err := id.Require(CapReadTemplates); err != nil {
 		return nil, err
 	}
@@ -250,7 +253,8 @@ func (a *App) ListVideoTemplates(ctx context.Context, id *Identity, source strin
 
 // VideoTemplateForUse returns the active video template with that id (or else slug), when the caller
 // may generate from it: the rule of TemplateForUse.
-func (a *App) VideoTemplateForUse(ctx context.Context, id *Identity, idOrSlug string) (*VideoTemplate, error) {
+func (ts *TemplateService) VideoTemplateForUse(ctx context.Context, id *Identity, idOrSlug string) (*VideoTemplate, error) {
+	a := ts.a
 	if strings.TrimSpace(idOrSlug) == "" {
 		return nil, Invalid("template_id is required")
 	}

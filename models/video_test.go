@@ -31,7 +31,7 @@ func TestPrepareVideoPicksTiersAndCost(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			prompt, d := "x", c.duration
-			p, err := app.PrepareVideo(context.Background(), tenant, models.VideoRequest{Prompt: &prompt, Model: c.model, Resolution: c.resolution, Duration: &d})
+			p, err := app.Videos().PrepareVideo(context.Background(), tenant, models.VideoRequest{Prompt: &prompt, Model: c.model, Resolution: c.resolution, Duration: &d})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,11 +47,11 @@ func TestVideoTaskEndsAndRefundsOnceUnderConcurrency(t *testing.T) {
 	app := newApp(t)
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr(int64(50))})
 	prompt, d := "x", 5.0
-	p, err := app.PrepareVideo(context.Background(), tenant, models.VideoRequest{Prompt: &prompt, Resolution: "1080p", Duration: &d})
+	p, err := app.Videos().PrepareVideo(context.Background(), tenant, models.VideoRequest{Prompt: &prompt, Resolution: "1080p", Duration: &d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := app.CreateVideoTask(context.Background(), tenant, p)
+	task, err := app.Videos().CreateVideoTask(context.Background(), tenant, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +61,12 @@ func TestVideoTaskEndsAndRefundsOnceUnderConcurrency(t *testing.T) {
 	var ended atomic.Int64
 	parallel(10, func(i int) {
 		if i%2 == 0 {
-			if ok, err := app.FailVideoTask(context.Background(), task.ID, "upstream failed"); err == nil && ok {
+			if ok, err := app.Videos().FailVideoTask(context.Background(), task.ID, "upstream failed"); err == nil && ok {
 				ended.Add(1)
 			}
 			return
 		}
-		if _, err := app.CancelVideoTask(context.Background(), tenant, task.ID); err == nil {
+		if _, err := app.Videos().CancelVideoTask(context.Background(), tenant, task.ID); err == nil {
 			ended.Add(1)
 		} else if models.KindOf(err) != models.KindConflict {
 			t.Errorf("cancel: %v", err)
@@ -78,11 +78,11 @@ func TestVideoTaskEndsAndRefundsOnceUnderConcurrency(t *testing.T) {
 	if got := pool(t, app, tenant).Spendable; got != 50 {
 		t.Fatalf("spendable = %d, want 50 (refunded once)", got)
 	}
-	stored, err := app.VideoTask(context.Background(), task.ID)
+	stored, err := app.Videos().VideoTask(context.Background(), task.ID)
 	if err != nil || stored.RefundedAt == nil || !stored.Ended() {
 		t.Fatalf("stored task %+v, %v", stored, err)
 	}
-	if ok, err := app.CompleteVideoTask(context.Background(), task.ID, "https://cdn.example.com/v.mp4", 1); err != nil || ok {
+	if ok, err := app.Videos().CompleteVideoTask(context.Background(), task.ID, "https://cdn.example.com/v.mp4", 1); err != nil || ok {
 		t.Fatalf("completing an ended task = %v, %v; want false", ok, err)
 	}
 	assertLedgerSound(t, app)

@@ -18,7 +18,7 @@ func (s *Server) article(w http.ResponseWriter, r *http.Request, id *models.Iden
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	art, err := s.svc.WriteArticle(r.Context(), id, req)
+	art, err := s.svc.Copy().WriteArticle(r.Context(), id, req)
 	if err != nil {
 		return err
 	}

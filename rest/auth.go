@@ -43,7 +43,7 @@ func (s *Server) registerCode(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	if err := s.svc.SendRegistrationCode(r.Context(), in.Email, clientAddr(r)); err != nil {
+	if err := s.svc.Auth().SendRegistrationCode(r.Context(), in.Email, clientAddr(r)); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "expires_in": int(models.EmailCodeTTL.Seconds())})
@@ -55,7 +55,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	res, err := s.svc.Register(r.Context(), in, clientAddr(r))
+	res, err := s.svc.Auth().Register(r.Context(), in, clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	res, err := s.svc.Login(r.Context(), in.Email, in.Password, clientAddr(r))
+	res, err := s.svc.Auth().Login(r.Context(), in.Email, in.Password, clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, id *mode
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	if err := s.svc.ChangePassword(r.Context(), id, in.OldPassword, in.NewPassword); err != nil {
+	if err := s.svc.Auth().ChangePassword(r.Context(), id, in.OldPassword, in.NewPassword); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
@@ -95,7 +95,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, id *mode
 }
 
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.svc.Whoami(r.Context(), id)
+	v, err := s.svc.Auth().Whoami(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Server) secureCookies() bool { return strings.HasPrefix(s.svc.Config.Ba
 
 // oidcStart redirects the browser to the OpenID provider, with state, nonce and PKCE verifier in a signed cookie.
 func (s *Server) oidcStart(w http.ResponseWriter, r *http.Request) error {
-	target, cookie, err := s.svc.OIDCStart(r.Context(), r.URL.Query().Get("return"))
+	target, cookie, err := s.svc.Auth().OIDCStart(r.Context(), r.URL.Query().Get("return"))
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) error {
 	if c, err := r.Cookie(models.OIDCCookie); err == nil {
 		cookie = c.Value
 	}
-	res, err := s.svc.OIDCCallback(r.Context(), cookie, q.Get("state"), q.Get("code"))
+	res, err := s.svc.Auth().OIDCCallback(r.Context(), cookie, q.Get("state"), q.Get("code"))
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) error {
 		writeNoStore(w, http.StatusOK, withOK{res.Login})
 		return nil
 	}
-	session, err := s.svc.StartUserSession(r.Context(), res.User.ID)
+	session, err := s.svc.Auth().StartUserSession(r.Context(), res.User.ID)
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deviceStart(w http.ResponseWriter, r *http.Request) error {
-	res, err := s.svc.StartDeviceAuthorization(r.Context(), clientAddr(r))
+	res, err := s.svc.Auth().StartDeviceAuthorization(r.Context(), clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (s *Server) deviceToken(w http.ResponseWriter, r *http.Request) error {
 	if in.GrantType != "" && in.GrantType != deviceGrantType {
 		return models.Invalid("unsupported_grant_type")
 	}
-	tok, err := s.svc.PollDeviceToken(r.Context(), in.DeviceCode)
+	tok, err := s.svc.Auth().PollDeviceToken(r.Context(), in.DeviceCode)
 	if err != nil {
 		w.Header().Set("Cache-Control", "no-store")
 		return err

@@ -204,7 +204,7 @@ func TestBankConcurrentCredits(t *testing.T) {
 // whole: what was granted equals what the tenants hold plus what their jobs that were not refunded cost.
 func bankDrift(t *testing.T, e *env, granted int64) []string {
 	t.Helper()
-	out, err := e.app.AuditLedger(t.Context())
+	out, err := e.app.Credits().AuditLedger(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

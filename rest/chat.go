@@ -5,7 +5,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"studio/jobs/relay"
 	"studio/models"
 )
 
@@ -25,15 +24,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, id *mod
 	if err != nil {
 		return err
 	}
-	return s.svc.RelayChat(r.Context(), id, body, w)
+	return s.svc.Copy().RelayChat(r.Context(), id, body, w)
 }
 
 func (s *Server) agentChat(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	var req relay.AgentRequest
+	var req models.AgentRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	reply, err := s.svc.AgentChat(r.Context(), id, req)
+	reply, err := s.svc.Copy().AgentChat(r.Context(), id, req)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func chatChannel(name, base string, caps ...upstream.Capability) upstream.Config
 // usageToday flushes the batched usage counts and returns today's row of the tenant's usage report.
 func (e *env) usageToday(tenantKey string) map[string]any {
 	e.t.Helper()
-	if err := e.app.FlushUsage(context.Background()); err != nil {
+	if err := e.app.Credits().FlushUsage(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
 	daily := e.call("GET", "/api/tenant-usage?days=1", tenantKey, nil).expect(e.t, 200).JSON["daily"].([]any)

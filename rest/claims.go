@@ -24,7 +24,7 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, id *models.
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	out, err := s.svc.CreateClaimCode(r.Context(), id, in)
+	out, err := s.svc.Claims().CreateClaimCode(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, id *models.
 }
 
 func (s *Server) previewClaim(w http.ResponseWriter, r *http.Request) error {
-	out, err := s.svc.PreviewClaim(r.Context(), r.URL.Query().Get("code"), clientAddr(r))
+	out, err := s.svc.Claims().PreviewClaim(r.Context(), r.URL.Query().Get("code"), clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (s *Server) redeemClaim(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	out, err := s.svc.RedeemClaim(r.Context(), in, clientAddr(r))
+	out, err := s.svc.Claims().RedeemClaim(r.Context(), in, clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) redeemClaim(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) userClaims(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	out, err := s.svc.UserClaims(r.Context(), id)
+	out, err := s.svc.Claims().UserClaims(r.Context(), id)
 	if err != nil {
 		return err
 	}

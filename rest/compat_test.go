@@ -117,7 +117,7 @@ func TestGraphQLWSNodeClient(t *testing.T) {
 	if len(last) != 4 || last[0] != "job:" || last[2] != "done" || !strings.HasPrefix(last[3], "http") {
 		t.Fatalf("the subscription did not follow the job to done:\n%s", out)
 	}
-	if j, err := e.app.Job(t.Context(), last[1]); err != nil || j.Status != "done" {
+	if j, err := e.app.Jobs().Job(t.Context(), last[1]); err != nil || j.Status != "done" {
 		t.Fatalf("job %s: %v %+v", last[1], err, j)
 	}
 }
@@ -127,7 +127,7 @@ func TestStandardWebhooksNodeVerifiesCallbacks(t *testing.T) {
 	_, opt := fakeUpstreams(t)
 	e := newEnv(t, opt)
 	tid, key := e.tenant("Acme", 10)
-	tenant, err := e.app.TenantSettings(t.Context(), modelstest.Tenant(tid))
+	tenant, err := e.app.Accounts().TenantSettings(t.Context(), modelstest.Tenant(tid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestWebhookScriptSaysWhyASubmitIsRefused(t *testing.T) {
 	_, opt := fakeUpstreams(t)
 	e := newEnv(t, opt, withVar("SERVICE_ALLOW_PRIVATE_URLS", "false"))
 	tid, key := e.tenant("Acme", 10)
-	tenant, err := e.app.TenantSettings(t.Context(), modelstest.Tenant(tid))
+	tenant, err := e.app.Accounts().TenantSettings(t.Context(), modelstest.Tenant(tid))
 	if err != nil {
 		t.Fatal(err)
 	}

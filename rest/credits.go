@@ -20,7 +20,7 @@ func (s *Server) registerCredits(api *mux.Router) {
 }
 
 func (s *Server) balance(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.svc.Balance(r.Context(), id)
+	v, err := s.svc.Credits().Balance(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func (s *Server) balance(w http.ResponseWriter, r *http.Request, id *models.Iden
 }
 
 func (s *Server) tenantPool(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.svc.Pool(r.Context(), id)
+	v, err := s.svc.Credits().Pool(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func (s *Server) tenantPool(w http.ResponseWriter, r *http.Request, id *models.I
 
 // tenantStats answers GET /api/tenant-stats?hours=; a non-numeric hours is 0, which the core turns into the default.
 func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.svc.TenantStats(r.Context(), id, queryInt(r, "hours"))
+	v, err := s.svc.Accounts().TenantStats(r.Context(), id, queryInt(r, "hours"))
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (s *Server) tenantStats(w http.ResponseWriter, r *http.Request, id *models.
 
 // tenantUsage answers GET /api/tenant-usage?days=; a non-numeric days is 0, which the core turns into the default.
 func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	v, err := s.svc.TenantUsage(r.Context(), id, queryInt(r, "days"))
+	v, err := s.svc.Accounts().TenantUsage(r.Context(), id, queryInt(r, "days"))
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func queryInt(r *http.Request, name string) int {
 }
 
 func (s *Server) tenantAccounts(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	accounts, err := s.svc.Accounts(r.Context(), id)
+	accounts, err := s.svc.Accounts().Accounts(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -92,19 +92,19 @@ func (s *Server) tenantAccountAction(w http.ResponseWriter, r *http.Request, id 
 	ctx := r.Context()
 	switch in.Action {
 	case "create":
-		acc, err := s.svc.CreateAccount(ctx, id, in.AccountInput)
+		acc, err := s.svc.Accounts().CreateAccount(ctx, id, in.AccountInput)
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "account": acc})
 	case "set-quota":
-		acc, err := s.svc.SetAccountQuota(ctx, id, in.AccountID, models.QuotaInput{Shared: in.Shared, Credits: in.Credits})
+		acc, err := s.svc.Accounts().SetAccountQuota(ctx, id, in.AccountID, models.QuotaInput{Shared: in.Shared, Credits: in.Credits})
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "account": acc})
 	case "rekey":
-		key, err := s.svc.RekeyAccount(ctx, id, in.AccountID)
+		key, err := s.svc.Accounts().RekeyAccount(ctx, id, in.AccountID)
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func (s *Server) tenantAccountAction(w http.ResponseWriter, r *http.Request, id 
 		if in.Disabled == nil {
 			return models.Invalid("disabled (true or false) is required")
 		}
-		if err := s.svc.ToggleAccount(ctx, id, in.AccountID, *in.Disabled); err != nil {
+		if err := s.svc.Accounts().ToggleAccount(ctx, id, in.AccountID, *in.Disabled); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "disabled": *in.Disabled})

@@ -172,12 +172,12 @@ func TestSetQuotaMovesCreditsAbsolutely(t *testing.T) {
 	e.call("POST", "/api/tenant-accounts", tenantKey, setQuota(id, map[string]any{"credits": 40})).expect(t, 200)
 	e.expectPool(t, tenantKey, 60, 40)
 	// The member spends 15 of its 40: a lower value returns only what is left above it.
-	who, err := e.app.ResolveIdentity(context.Background(), key)
+	who, err := e.app.Auth().ResolveIdentity(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.app.Tx(context.Background(), func(tx *gorm.DB) error {
-		_, err := e.app.ChargeTx(tx, who, 15, "", "test spend")
+		_, err := e.app.Credits().ChargeTx(tx, who, 15, "", "test spend")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestSetQuotaMovesCreditsAbsolutely(t *testing.T) {
 	e.call("POST", "/api/tenant-accounts", tenantKey, setQuota(id, map[string]any{"credits": 85})).expect(t, 200)
 	e.expectPool(t, tenantKey, 0, 85)
 	e.expectPool(t, otherKey, 10, 0)
-	problems, err := e.app.AuditLedger(context.Background())
+	problems, err := e.app.Credits().AuditLedger(context.Background())
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("ledger audit: %v %v", problems, err)
 	}
@@ -353,7 +353,7 @@ func TestTenantUsageEndpoint(t *testing.T) {
 	record := func(tenantID, service, agent string) {
 		t.Helper()
 		if err := e.app.Tx(context.Background(), func(tx *gorm.DB) error {
-			return e.app.RecordUsageTx(tx, tenantID, service, agent)
+			return e.app.Credits().RecordUsageTx(tx, tenantID, service, agent)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -368,9 +368,9 @@ func TestTenantUsageEndpoint(t *testing.T) {
 	record(tenantID, "something-new", "")
 	record(otherID, models.ServiceImage, "")
 	for range 3 {
-		e.app.RecordUsage(tenantID, models.ServiceChat, "helper")
+		e.app.Credits().RecordUsage(tenantID, models.ServiceChat, "helper")
 	}
-	if err := e.app.FlushUsage(context.Background()); err != nil {
+	if err := e.app.Credits().FlushUsage(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -174,7 +174,7 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 	end := time.Now().Add(40 * time.Second)
 	for _, id := range jobIDs {
 		for {
-			j, err := svc.App.Job(ctx, id)
+			j, err := svc.App.Jobs().Job(ctx, id)
 			if err == nil && j.Status != models.JobPending {
 				break
 			}
@@ -184,7 +184,7 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	problems, err := svc.App.AuditLedger(ctx)
+	problems, err := svc.App.Credits().AuditLedger(ctx)
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("ledger after the outage: %v %v", problems, err)
 	}

@@ -52,15 +52,15 @@ func TestCallbackReceiversThatTimeOutOrRedirect(t *testing.T) {
 	b := e.call("POST", "/api/generate", key, map[string]any{"prompt": "y", "callback_url": redir.URL}).expect(t, 200).str("jobId")
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		ja, _ := e.app.Job(t.Context(), a)
-		jb, _ := e.app.Job(t.Context(), b)
+		ja, _ := e.app.Jobs().Job(t.Context(), a)
+		jb, _ := e.app.Jobs().Job(t.Context(), b)
 		if ja.Callback == "delivered" && jb.Callback == "failed" {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ja, _ := e.app.Job(t.Context(), a)
-	jb, _ := e.app.Job(t.Context(), b)
+	ja, _ := e.app.Jobs().Job(t.Context(), a)
+	jb, _ := e.app.Jobs().Job(t.Context(), b)
 	if ja.Callback != "delivered" || slowCalls.Load() < 2 {
 		t.Fatalf("slow receiver: state %q after %d calls, want delivered on a retry", ja.Callback, slowCalls.Load())
 	}

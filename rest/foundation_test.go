@@ -136,7 +136,7 @@ func (e *env) personalLogin(email string, credits int64) (userID, token string) 
 	if err := e.app.DB.Create(&u).Error; err != nil {
 		e.t.Fatal(err)
 	}
-	tok, _, err := e.app.IssueUserToken(u.ID, models.LoginTTL)
+	tok, _, err := e.app.Auth().IssueUserToken(u.ID, models.LoginTTL)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -164,11 +164,11 @@ func TestPersonalLoginTokenExpiresAfterSevenDays(t *testing.T) {
 
 func TestAdminKeyGeneratedOnceOnFirstStart(t *testing.T) {
 	e := newEnv(t, func(c *envConfig) { delete(c.vars, "SERVICE_ADMIN_KEY") })
-	key, err := e.app.EnsureAdminKey(context.Background())
+	key, err := e.app.Auth().EnsureAdminKey(context.Background())
 	if err != nil || !models.ValidKeyFormat(key) {
 		t.Fatalf("first start: key %q err %v", key, err)
 	}
-	again, err := e.app.EnsureAdminKey(context.Background())
+	again, err := e.app.Auth().EnsureAdminKey(context.Background())
 	if err != nil || again != "" {
 		t.Fatalf("second start printed a key again: %q %v", again, err)
 	}

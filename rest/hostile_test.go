@@ -275,7 +275,7 @@ func ledgerState(t *testing.T, e *env) string {
 	db.Raw("SELECT coalesce(sum(spendable + reserved), 0) AS tenants FROM tenants").Scan(&st.Tenants)
 	db.Raw("SELECT coalesce(sum(credits), 0) FROM accounts").Scan(&st.Accounts)
 	db.Raw("SELECT coalesce(sum(credits), 0) FROM users").Scan(&st.Users)
-	if problems, err := e.app.AuditLedger(t.Context()); err != nil || len(problems) > 0 {
+	if problems, err := e.app.Credits().AuditLedger(t.Context()); err != nil || len(problems) > 0 {
 		t.Fatalf("ledger audit: %v %v", err, problems)
 	}
 	return fmt.Sprintf("%+v", st)
@@ -451,7 +451,7 @@ func dbFingerprint(t *testing.T, e *env) string {
 	t.Helper()
 	// Usage of accepted calls is written a moment later (RecordUsage): write it now, so that it is not
 	// seen as a change made by the next requests.
-	if err := e.app.FlushUsage(t.Context()); err != nil {
+	if err := e.app.Credits().FlushUsage(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder

@@ -48,7 +48,7 @@ func (s *Server) idempotent(route string, h handler, applies func(body []byte) b
 		if applies != nil && !applies(body) {
 			return h(w, r, id)
 		}
-		replay, err := s.svc.BeginIdempotent(r.Context(), id, route, key, body)
+		replay, err := s.svc.Jobs().BeginIdempotent(r.Context(), id, route, key, body)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func (s *Server) idempotent(route string, h handler, applies func(body []byte) b
 		if herr != nil {
 			status = http.StatusInternalServerError
 		}
-		s.svc.FinishIdempotent(r.Context(), id, route, key, status, bw.buf.Bytes())
+		s.svc.Jobs().FinishIdempotent(r.Context(), id, route, key, status, bw.buf.Bytes())
 		return herr
 	}
 }

@@ -125,7 +125,7 @@ func TestTenantIsolationOnEveryRoute(t *testing.T) {
 
 	// Every registered route is classified.
 	r := mux.NewRouter()
-	rest.New(e.svc.Jobs, rest.Options{}).Register(r)
+	rest.New(e.svc.Jobs.App, rest.Options{}).Register(r)
 	var unclassified []string
 	_ = r.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
 		tpl, err := route.GetPathTemplate()

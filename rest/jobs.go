@@ -23,7 +23,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, id *models.Ide
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	jobs, err := s.svc.SubmitImages(r.Context(), id, []models.GenerateRequest{req})
+	jobs, err := s.svc.Jobs().SubmitImages(r.Context(), id, []models.GenerateRequest{req})
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Server) generateBatch(w http.ResponseWriter, r *http.Request, id *model
 			return models.Invalid("items[%d]: %s", i, err.Error())
 		}
 	}
-	jobs, err := s.svc.SubmitImages(r.Context(), id, items)
+	jobs, err := s.svc.Jobs().SubmitImages(r.Context(), id, items)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) generateBatch(w http.ResponseWriter, r *http.Request, id *model
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	q := r.URL.Query()
 	if jobID := q.Get("id"); jobID != "" {
-		j, err := s.svc.JobFor(r.Context(), id, jobID)
+		j, err := s.svc.Jobs().JobFor(r.Context(), id, jobID)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, id *models.Identit
 		}
 		limit = n
 	}
-	page, err := s.svc.Jobs(r.Context(), id, q.Get("status"), q.Get("cursor"), limit)
+	page, err := s.svc.Jobs().Jobs(r.Context(), id, q.Get("status"), q.Get("cursor"), limit)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Server) imageToTemplate(w http.ResponseWriter, r *http.Request, id *mod
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	j, err := s.svc.SubmitImageToTemplate(r.Context(), id, req)
+	j, err := s.svc.Jobs().SubmitImageToTemplate(r.Context(), id, req)
 	if err != nil {
 		return err
 	}

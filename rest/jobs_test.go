@@ -227,7 +227,7 @@ func TestCallbackIsSignedWithExactFieldsAndRetried(t *testing.T) {
 	if body["job_id"] != jobID || body["status"] != "done" || body["error"] != nil || body["cost_usd"].(float64) != 0.04 {
 		t.Fatalf("callback body = %s", last.body)
 	}
-	tenant, _ := e.app.TenantSettings(t.Context(), modelstest.Tenant(tid))
+	tenant, _ := e.app.Accounts().TenantSettings(t.Context(), modelstest.Tenant(tid))
 	var ts int64
 	fmt.Sscan(last.header.Get("webhook-timestamp"), &ts)
 	wantSig := jobs.SignCallback(models.CallbackSecretKey(tenant.CallbackSecret), last.header.Get("webhook-id"), ts, last.body)
@@ -235,7 +235,7 @@ func TestCallbackIsSignedWithExactFieldsAndRetried(t *testing.T) {
 		t.Fatalf("signature %q, want %q", last.header.Get("webhook-signature"), wantSig)
 	}
 	time.Sleep(100 * time.Millisecond)
-	j, _ := e.app.Job(t.Context(), jobID)
+	j, _ := e.app.Jobs().Job(t.Context(), jobID)
 	if j.Callback != "delivered" {
 		t.Fatalf("callback state = %q, want delivered", j.Callback)
 	}
@@ -253,7 +253,7 @@ func TestLostCallbackIsRecoveredByPolling(t *testing.T) {
 	}
 	recv.wait(t, 4) // 1 + 3 retries, all refused
 	time.Sleep(200 * time.Millisecond)
-	j, _ := e.app.Job(t.Context(), r.str("jobId"))
+	j, _ := e.app.Jobs().Job(t.Context(), r.str("jobId"))
 	if j.Callback != "failed" {
 		t.Fatalf("callback state = %q after every retry failed, want failed", j.Callback)
 	}
@@ -315,7 +315,7 @@ func TestFailedJobIsRefundedOnceAndCallsBack(t *testing.T) {
 		t.Fatalf("callback = %s", cb.body)
 	}
 	// A second failure report changes nothing: refunded once.
-	if err := e.app.FailJob(t.Context(), r.str("jobId"), "again"); err != nil {
+	if err := e.app.Jobs().FailJob(t.Context(), r.str("jobId"), "again"); err != nil {
 		t.Fatal(err)
 	}
 	if b := e.call("GET", "/api/balance", key, nil); b.num("credits") != 10 {

@@ -25,20 +25,18 @@ func (s *Server) adminOnly(h http.Handler) http.HandlerFunc {
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	body := map[string]any{"ok": true, "database": "ok", "workers": "running"}
+	workers := s.svc.Workers()
+	body := map[string]any{"ok": true, "database": "ok", "workers": workers}
 	status := http.StatusOK
-	if err := s.svc.DB.Ping(ctx); err != nil {
+	if err := s.svc.Ping(ctx); err != nil {
 		body["ok"], body["database"], status = false, "unreachable", http.StatusServiceUnavailable
 	}
-	if !s.svc.Running() {
-		body["ok"], body["workers"], status = false, "stopped", http.StatusServiceUnavailable
-	}
-	if s.svc.Draining() {
-		body["ok"], body["workers"], status = false, "draining", http.StatusServiceUnavailable
+	if workers != models.WorkersRunning {
+		body["ok"], status = false, http.StatusServiceUnavailable
 	}
 	if status != http.StatusOK {
 		body["error"], body["code"] = "not ready", models.KindUnavailable.String()
-		if s.svc.Draining() {
+		if workers == models.WorkersDraining {
 			body["error"] = "not ready: this replica is shutting down; send requests to another replica"
 		}
 	}

@@ -14,7 +14,7 @@ func (s *Server) registerModels(api *mux.Router) {
 }
 
 func (s *Server) availableModels(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	catalogue, err := s.svc.ModelCatalogue(id, r.URL.Query().Get("media_type"))
+	catalogue, err := s.svc.Copy().ModelCatalogue(id, r.URL.Query().Get("media_type"))
 	if err != nil {
 		return err
 	}

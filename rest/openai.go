@@ -87,7 +87,7 @@ func (s *Server) registerOpenAIModels(api *mux.Router) {
 
 // listModels answers OpenAI's model list: service-auto and the chat families it routes over.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	names, err := s.svc.ChatModels(id)
+	names, err := s.svc.Copy().ChatModels(id)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, id *models.I
 // retrieveModel answers one model of the list, 404 for any other name.
 func (s *Server) retrieveModel(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	want := mux.Vars(r)["model"]
-	names, err := s.svc.ChatModels(id)
+	names, err := s.svc.Copy().ChatModels(id)
 	if err != nil {
 		return err
 	}

@@ -157,10 +157,10 @@ func TestEveryRequestExampleGetsTheDocumentedAnswer(t *testing.T) {
 	device := func() string {
 		start := e.call("POST", "/api/auth/device", "", nil).expect(t, 200)
 		var userID string
-		if u, err := e.app.UserByEmail(context.Background(), "buyer@example.com"); err == nil {
+		if u, err := e.app.Accounts().UserByEmail(context.Background(), "buyer@example.com"); err == nil {
 			userID = u.ID
 		}
-		if err := e.app.DecideDevice(context.Background(), start.str("user_code"), userID, true); err != nil {
+		if err := e.app.Auth().DecideDevice(context.Background(), start.str("user_code"), userID, true); err != nil {
 			t.Fatal(err)
 		}
 		return start.str("device_code")

@@ -207,14 +207,14 @@ func (e *env) callers(t *testing.T) []caller {
 		var cookie string
 		var err error
 		if out[i].kind == models.IdentityUser {
-			cookie, err = e.app.StartUserSession(ctx, userID)
+			cookie, err = e.app.Auth().StartUserSession(ctx, userID)
 		} else {
-			cookie, err = e.app.StartKeySession(ctx, out[i].credential, "127.0.0.1")
+			cookie, err = e.app.Auth().StartKeySession(ctx, out[i].credential, "127.0.0.1")
 		}
 		if err != nil {
 			t.Fatalf("console session of %s: %v", out[i].kind, err)
 		}
-		sess, err := e.app.ResolveSession(ctx, cookie)
+		sess, err := e.app.Auth().ResolveSession(ctx, cookie)
 		if err != nil {
 			t.Fatal(err)
 		}

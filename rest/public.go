@@ -18,7 +18,7 @@ import (
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.svc.DB.Ping(ctx); err != nil {
+	if err := s.svc.Ping(ctx); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "database": "unreachable", "error": "database unreachable", "code": models.KindUnavailable.String()})
 		return nil
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"studio/jobs"
 	"studio/models"
 	"studio/models/media"
 )
@@ -34,7 +33,7 @@ func (s *Server) reverse(w http.ResponseWriter, r *http.Request, id *models.Iden
 	if err != nil {
 		return err
 	}
-	reading, err := s.svc.ReadImage(r.Context(), id, in)
+	reading, err := s.svc.Copy().ReadImage(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -43,8 +42,8 @@ func (s *Server) reverse(w http.ResponseWriter, r *http.Request, id *models.Iden
 }
 
 // readingInput reads the one input of an image reading: a multipart file, or a JSON {image_url}.
-func readingInput(w http.ResponseWriter, r *http.Request) (jobs.ReadingInput, error) {
-	var in jobs.ReadingInput
+func readingInput(w http.ResponseWriter, r *http.Request) (models.ReadingInput, error) {
+	var in models.ReadingInput
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
 		return multipartReadingInput(w, r)
 	}
@@ -72,8 +71,8 @@ func readingInput(w http.ResponseWriter, r *http.Request) (jobs.ReadingInput, er
 }
 
 // multipartReadingInput reads a multipart body holding one part, file; any other part is refused.
-func multipartReadingInput(w http.ResponseWriter, r *http.Request) (jobs.ReadingInput, error) {
-	var in jobs.ReadingInput
+func multipartReadingInput(w http.ResponseWriter, r *http.Request) (models.ReadingInput, error) {
+	var in models.ReadingInput
 	r.Body = http.MaxBytesReader(w, r.Body, maxReverseBody)
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -101,7 +100,7 @@ func multipartReadingInput(w http.ResponseWriter, r *http.Request) (jobs.Reading
 		if in.Image != nil {
 			return in, models.Invalid("send one file only")
 		}
-		if in.Image, in.MIME, err = jobs.ReadReadingFile(part); err != nil {
+		if in.Image, in.MIME, err = models.ReadReadingFile(part); err != nil {
 			return in, err
 		}
 	}

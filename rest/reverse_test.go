@@ -219,7 +219,7 @@ func TestReverseRefundsAFailedReadingOnce(t *testing.T) {
 			t.Fatalf("ledger of %s = %v, want one charge and one refund", ref, kinds)
 		}
 	}
-	if problems, err := e.app.AuditLedger(t.Context()); err != nil || len(problems) > 0 {
+	if problems, err := e.app.Credits().AuditLedger(t.Context()); err != nil || len(problems) > 0 {
 		t.Fatalf("ledger audit: %v %v", problems, err)
 	}
 }

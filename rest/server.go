@@ -13,7 +13,6 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"studio/jobs"
 	"studio/models"
 	"studio/models/media"
 )
@@ -32,7 +31,7 @@ type Options struct {
 
 // Server is the REST surface.
 type Server struct {
-	svc    *jobs.Service // the front door of the core: every operation goes through it
+	svc    *models.App // the front door of the core: every operation goes through it
 	opts   Options
 	router *mux.Router
 }
@@ -45,7 +44,7 @@ const maxJSONBody = 1 << 20
 const MaxTextBody = maxChatBody
 
 // New returns the REST surface; Register adds its routes to a router shared with the other surfaces.
-func New(svc *jobs.Service, opts Options) *Server {
+func New(svc *models.App, opts Options) *Server {
 	return &Server{svc: svc, opts: opts}
 }
 
@@ -119,7 +118,7 @@ func (s *Server) guard(fail func(http.ResponseWriter, *http.Request, error), h h
 // identify resolves the credential of either header into an Identity.
 func (s *Server) identify(r *http.Request) (*models.Identity, error) {
 	cred := models.CredentialFromHeader(r.Header)
-	id, err := s.svc.ResolveIdentity(r.Context(), cred)
+	id, err := s.svc.Auth().ResolveIdentity(r.Context(), cred)
 	if err != nil {
 		return nil, err
 	}

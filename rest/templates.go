@@ -29,7 +29,7 @@ func (s *Server) registerTemplates(api *mux.Router) {
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	q := r.URL.Query()
-	rows, err := s.svc.ListTemplates(r.Context(), id, models.TemplateFilter{Type: q.Get("type"), Source: q.Get("source")})
+	rows, err := s.svc.Templates().ListTemplates(r.Context(), id, models.TemplateFilter{Type: q.Get("type"), Source: q.Get("source")})
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request, id *mode
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	t, err := s.svc.CreateTemplate(r.Context(), id, in)
+	t, err := s.svc.Templates().CreateTemplate(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *Server) updateTemplate(w http.ResponseWriter, r *http.Request, id *mode
 	if err := decode(r, &p); err != nil {
 		return err
 	}
-	t, err := s.svc.UpdateTemplate(r.Context(), id, p)
+	t, err := s.svc.Templates().UpdateTemplate(r.Context(), id, p)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (s *Server) updateTemplate(w http.ResponseWriter, r *http.Request, id *mode
 }
 
 func (s *Server) listVideoTemplates(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	rows, err := s.svc.ListVideoTemplates(r.Context(), id, r.URL.Query().Get("source"))
+	rows, err := s.svc.Templates().ListVideoTemplates(r.Context(), id, r.URL.Query().Get("source"))
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (s *Server) createVideoTemplate(w http.ResponseWriter, r *http.Request, id 
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	t, err := s.svc.CreateVideoTemplate(r.Context(), id, in)
+	t, err := s.svc.Templates().CreateVideoTemplate(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (s *Server) updateVideoTemplate(w http.ResponseWriter, r *http.Request, id 
 	if err := decode(r, &p); err != nil {
 		return err
 	}
-	t, err := s.svc.UpdateVideoTemplate(r.Context(), id, p)
+	t, err := s.svc.Templates().UpdateVideoTemplate(r.Context(), id, p)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Server) updateVideoTemplate(w http.ResponseWriter, r *http.Request, id 
 }
 
 func (s *Server) listSkills(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	skills, err := s.svc.ListSkills(r.Context(), id)
+	skills, err := s.svc.Templates().ListSkills(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (s *Server) listSkills(w http.ResponseWriter, r *http.Request, id *models.I
 }
 
 func (s *Server) listHooks(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	hooks, err := s.svc.ListHooks(r.Context(), id, r.URL.Query().Get("image_template_slug"))
+	hooks, err := s.svc.Accounts().ListHooks(r.Context(), id, r.URL.Query().Get("image_template_slug"))
 	if err != nil {
 		return err
 	}
@@ -121,7 +121,7 @@ func (s *Server) upsertHook(w http.ResponseWriter, r *http.Request, id *models.I
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	hook, created, err := s.svc.UpsertHook(r.Context(), id, in)
+	hook, created, err := s.svc.Accounts().UpsertHook(r.Context(), id, in)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func (s *Server) updateHook(w http.ResponseWriter, r *http.Request, id *models.I
 	if err := decode(r, &p); err != nil {
 		return err
 	}
-	hook, err := s.svc.UpdateHook(r.Context(), id, p)
+	hook, err := s.svc.Accounts().UpdateHook(r.Context(), id, p)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (s *Server) deleteHook(w http.ResponseWriter, r *http.Request, id *models.I
 		}
 		hookID = body.ID
 	}
-	if err := s.svc.DeleteHook(r.Context(), id, hookID); err != nil {
+	if err := s.svc.Accounts().DeleteHook(r.Context(), id, hookID); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})

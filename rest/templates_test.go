@@ -58,7 +58,7 @@ func (e *env) tplRows(path, key string) map[string]map[string]any {
 // tplGate gates templates as claim-code creation would.
 func (e *env) tplGate(ids ...string) {
 	e.t.Helper()
-	if err := e.app.Tx(context.Background(), func(tx *gorm.DB) error { return e.app.GateTemplatesTx(tx, ids) }); err != nil {
+	if err := e.app.Tx(context.Background(), func(tx *gorm.DB) error { return e.app.Templates().GateTemplatesTx(tx, ids) }); err != nil {
 		e.t.Fatalf("gate: %v", err)
 	}
 }
@@ -257,7 +257,7 @@ func TestTemplatePermissionsAndChanges(t *testing.T) {
 	if v := e.tplRows("/api/video-templates?source=mine", a); v["a-clip"]["active"] != false {
 		t.Fatalf("owner's inactive video template = %v", v)
 	}
-	if _, err := e.app.TemplateForUse(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: "x"}, models.TemplateRef{ID: plat}); models.KindOf(err) != models.KindNotFound {
+	if _, err := e.app.Templates().TemplateForUse(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: "x"}, models.TemplateRef{ID: plat}); models.KindOf(err) != models.KindNotFound {
 		t.Fatalf("inactive template for use: %v", err)
 	}
 	inactive := tplImage("born-inactive", "x {title}")

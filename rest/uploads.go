@@ -55,7 +55,7 @@ func uploadAnswer(u *models.Upload) uploadResponse {
 // after `file`: before, the file is streamed straight into the workspace's folder; after, the stored
 // file is moved there. Other fields are ignored.
 func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	if err := s.svc.MayUpload(id); err != nil {
+	if err := s.svc.Uploads().MayUpload(id); err != nil {
 		return err
 	}
 	body := newUploadBody(w, http.MaxBytesReader(w, r.Body, maxUploadBody))
@@ -72,7 +72,7 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 	// fail reports err and removes a file already stored by this request.
 	fail := func(err error) error {
 		if up != nil {
-			if rerr := s.svc.RemoveUpload(r.Context(), s.opts.Media, id, up.ID); rerr != nil {
+			if rerr := s.svc.Uploads().RemoveUpload(r.Context(), s.opts.Media, id, up.ID); rerr != nil {
 				return rerr
 			}
 		}
@@ -104,7 +104,7 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 			}
 			workspace = string(b)
 			if up != nil {
-				moved, err := s.svc.MoveUploadToWorkspace(r.Context(), s.opts.Media, id, up, workspace)
+				moved, err := s.svc.Uploads().MoveUploadToWorkspace(r.Context(), s.opts.Media, id, up, workspace)
 				if err != nil {
 					return fail(err)
 				}
@@ -115,7 +115,7 @@ func (s *Server) uploadRef(w http.ResponseWriter, r *http.Request, id *models.Id
 				return fail(models.Invalid("send one file per request"))
 			}
 			file := &readRecorder{r: part}
-			if up, err = s.svc.UploadFile(r.Context(), s.opts.Media, id, workspace, file); err != nil {
+			if up, err = s.svc.Uploads().UploadFile(r.Context(), s.opts.Media, id, workspace, file); err != nil {
 				return body.explain(err, file.err)
 			}
 		}
@@ -161,7 +161,7 @@ func (s *Server) presignUpload(w http.ResponseWriter, r *http.Request, id *model
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	p, err := s.svc.PresignUpload(r.Context(), s.opts.Media, id, req)
+	p, err := s.svc.Uploads().PresignUpload(r.Context(), s.opts.Media, id, req)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (s *Server) commitUpload(w http.ResponseWriter, r *http.Request, id *models
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	up, err := s.svc.CommitUpload(r.Context(), s.opts.Media, id, req.Key)
+	up, err := s.svc.Uploads().CommitUpload(r.Context(), s.opts.Media, id, req.Key)
 	if err != nil {
 		return err
 	}

@@ -900,7 +900,7 @@ func benchServer(b *testing.B) (*httptest.Server, string) {
 	srv.Config.Handler = svc.Handler(server.Options{})
 	srv.Start()
 	b.Cleanup(srv.Close)
-	_, key, err := svc.App.CreateTenant(context.Background(), models.TenantInput{Name: "Bench"})
+	_, key, err := svc.App.Accounts().CreateTenant(context.Background(), models.TenantInput{Name: "Bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func (s *Server) submitVideo(w http.ResponseWriter, r *http.Request, id *models.
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	t, err := s.svc.SubmitVideo(r.Context(), id, req)
+	t, err := s.svc.Videos().SubmitVideo(r.Context(), id, req)
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func (s *Server) submitVideo(w http.ResponseWriter, r *http.Request, id *models.
 func (s *Server) videos(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
 	q := r.URL.Query()
 	if taskID := q.Get("id"); taskID != "" {
-		t, err := s.svc.VideoTaskFor(r.Context(), id, taskID)
+		t, err := s.svc.Videos().VideoTaskFor(r.Context(), id, taskID)
 		if err != nil {
 			return err
 		}
@@ -48,7 +48,7 @@ func (s *Server) videos(w http.ResponseWriter, r *http.Request, id *models.Ident
 	if err != nil {
 		return err
 	}
-	page, err := s.svc.VideoTasks(r.Context(), id, q.Get("filter.status"), pageNum, pageSize)
+	page, err := s.svc.Videos().VideoTasks(r.Context(), id, q.Get("filter.status"), pageNum, pageSize)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (s *Server) videos(w http.ResponseWriter, r *http.Request, id *models.Ident
 }
 
 func (s *Server) cancelVideo(w http.ResponseWriter, r *http.Request, id *models.Identity) error {
-	t, err := s.svc.CancelVideo(r.Context(), id, r.URL.Query().Get("id"))
+	t, err := s.svc.Videos().CancelVideo(r.Context(), id, r.URL.Query().Get("id"))
 	if err != nil {
 		return err
 	}

@@ -268,7 +268,7 @@ func TestVideoUpstreamFailureRefundsOnce(t *testing.T) {
 		t.Fatalf("balance after failure = %v, want 50 (refunded in full)", e.credits(key))
 	}
 	// A second failure report changes nothing: refunded once.
-	if again, err := e.app.FailVideoTask(t.Context(), r.str("id"), "again"); err != nil || again {
+	if again, err := e.app.Videos().FailVideoTask(t.Context(), r.str("id"), "again"); err != nil || again {
 		t.Fatalf("second failure = %v, %v; want false, nil", again, err)
 	}
 	if e.credits(key) != 50 {

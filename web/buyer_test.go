@@ -28,7 +28,7 @@ func redeemOnPage(t *testing.T, e *env, b *browser, email string) (string, *page
 	tenantID, _ := e.tenant("Acme 店铺", 50)
 	tpl := e.platformTemplate("海报模板", "poster-"+strings.Split(email, "@")[0])
 	credits := int64(7)
-	c, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	c, err := e.app.Claims().CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 	if p := buyer.post("/claim/"+code+"/password", url.Values{"login_token": {"forged"}, "password": {"long enough"}, "password_confirm": {"long enough"}}); p.Status != http.StatusUnauthorized {
 		t.Fatalf("forged token = %d: %s", p.Status, excerpt(p.Body))
 	}
-	if _, err := e.app.Authenticate(context.Background(), "bo@example.com", "long enough", "192.0.2.9"); models.KindOf(err) != models.KindUnauthenticated {
+	if _, err := e.app.Auth().Authenticate(context.Background(), "bo@example.com", "long enough", "192.0.2.9"); models.KindOf(err) != models.KindUnauthenticated {
 		t.Fatalf("a refused form set the password: %v", err)
 	}
 	done := set("long enough", "long enough")
@@ -243,7 +243,7 @@ func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
 	if approved.Status != http.StatusOK || !strings.Contains(approved.Body, "已授权设备登录") {
 		t.Fatalf("approve = %d: %s", approved.Status, excerpt(approved.Body))
 	}
-	if _, err := e.app.Authenticate(context.Background(), "dee@example.com", "a fine password", "192.0.2.9"); err != nil {
+	if _, err := e.app.Auth().Authenticate(context.Background(), "dee@example.com", "a fine password", "192.0.2.9"); err != nil {
 		t.Fatalf("the new password does not sign in: %v", err)
 	}
 }

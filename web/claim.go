@@ -78,7 +78,7 @@ func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, status, claimPage(p))
 		return
 	}
-	out, err := c.svc.RedeemClaim(r.Context(), models.RedeemInput{Code: code, Nickname: p.Nickname, Email: p.Email}, clientAddress(r))
+	out, err := c.svc.Claims().RedeemClaim(r.Context(), models.RedeemInput{Code: code, Nickname: p.Nickname, Email: p.Email}, clientAddress(r))
 	if err != nil {
 		status := c.loadClaim(r, &p)
 		if status != http.StatusOK && status != http.StatusGone {
@@ -114,7 +114,7 @@ func (c *Console) claimPassword(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, claimPage(p))
 		return
 	}
-	u, err := c.svc.SetFirstPassword(r.Context(), p.LoginToken, password)
+	u, err := c.svc.Auth().SetFirstPassword(r.Context(), p.LoginToken, password)
 	if err != nil {
 		status, msg := c.claimPasswordError(r, err)
 		p.Error = msg
@@ -157,7 +157,7 @@ func (c *Console) claimView(r *http.Request, code string) claimView {
 // used code (a buyer may redeem again with the same e-mail to see the sign-in details), 410 for a
 // disabled one, 404 for an unknown one.
 func (c *Console) loadClaim(r *http.Request, p *claimView) int {
-	prev, err := c.svc.PreviewClaim(r.Context(), p.Code, clientAddress(r))
+	prev, err := c.svc.Claims().PreviewClaim(r.Context(), p.Code, clientAddress(r))
 	switch models.KindOf(err) {
 	case models.KindNotFound, models.KindInvalid:
 		p.State = "unknown"

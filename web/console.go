@@ -12,7 +12,6 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gorilla/mux"
 
-	"studio/jobs"
 	"studio/models"
 	"studio/models/media"
 )
@@ -32,13 +31,13 @@ type ConsoleOptions struct {
 
 // Console serves the console, the sign-in pages, the claim landing pages and the static files.
 type Console struct {
-	svc  *jobs.Service // the front door of the core: every operation goes through it
+	svc  *models.App // the front door of the core: every operation goes through it
 	opts ConsoleOptions
 	csp  string
 }
 
 // NewConsole returns the console over the core.
-func NewConsole(svc *jobs.Service, opts ConsoleOptions) *Console {
+func NewConsole(svc *models.App, opts ConsoleOptions) *Console {
 	return &Console{svc: svc, opts: opts, csp: contentSecurityPolicy(svc.Config.CDNURL)}
 }
 
@@ -243,7 +242,7 @@ func (c *Console) session(r *http.Request) (*models.ConsoleSession, error) {
 	if err != nil {
 		return nil, models.Unauthenticated("not signed in")
 	}
-	return c.svc.ResolveSession(r.Context(), ck.Value)
+	return c.svc.Auth().ResolveSession(r.Context(), ck.Value)
 }
 
 // secure reports whether cookies must be Secure: the service is reached over https.

@@ -82,7 +82,7 @@ func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, v *visit
 		p.Chrome.Notice = notice(r, v)
 	}
 	var err error
-	if p.Tenants, err = c.svc.Tenants(r.Context(), v.id); err != nil {
+	if p.Tenants, err = c.svc.Accounts().Tenants(r.Context(), v.id); err != nil {
 		return err
 	}
 	c.render(w, r, status, tenantsPage(p))
@@ -139,7 +139,7 @@ func (c *Console) changeTenant(w http.ResponseWriter, r *http.Request, v *visit)
 			return fail(err)
 		}
 		f := flash{For: id, Key: out.APIKey}
-		if t, err := c.svc.TenantByID(r.Context(), v.id, id); err == nil {
+		if t, err := c.svc.Accounts().TenantByID(r.Context(), v.id, id); err == nil {
 			f.For = t.Name
 		}
 		c.setFlash(w, f)
@@ -215,7 +215,7 @@ type adminClaimsView struct {
 
 // adminClaimsPage lists every claim code.
 func (c *Console) adminClaimsPage(w http.ResponseWriter, r *http.Request, v *visit) error {
-	codes, err := c.svc.ClaimCodesFor(r.Context(), v.id)
+	codes, err := c.svc.Claims().ClaimCodesFor(r.Context(), v.id)
 	if err != nil {
 		return err
 	}

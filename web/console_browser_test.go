@@ -256,8 +256,8 @@ func TestBrowserTemplateEditorWithSelectField(t *testing.T) {
 		t.Fatalf("preview = %q", got)
 	}
 	shot(t, ctx, "preview")
-	id, _ := e.app.ResolveIdentity(context.Background(), key)
-	tpls, err := e.app.ListTemplates(context.Background(), id, models.TemplateFilter{Source: models.SourceMine})
+	id, _ := e.app.Auth().ResolveIdentity(context.Background(), key)
+	tpls, err := e.app.Templates().ListTemplates(context.Background(), id, models.TemplateFilter{Source: models.SourceMine})
 	if err != nil || len(tpls) != 1 || tpls[0].ZhName != "节日海报" || *tpls[0].Slug != "acme-poster" {
 		t.Fatalf("stored templates = %+v, %v", tpls, err)
 	}
@@ -413,7 +413,7 @@ func TestBrowserSignInDeviceAndMobileClaimPages(t *testing.T) {
 	tenantID, _ := e.tenant("Acme 店铺", 20)
 	tpl := e.platformTemplate("品牌海报", "brand-poster")
 	credits := int64(3)
-	code, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	code, err := e.app.Claims().CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +449,7 @@ func TestBrowserJobResultsVisibleOnAPhone(t *testing.T) {
 		t.Fatalf("generate = %d %v", status, out)
 	}
 	waitFor(t, "the job", 10*time.Second, func() bool {
-		page, err := e.app.Jobs(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}, "done", "", 20)
+		page, err := e.app.Jobs().Jobs(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}, "done", "", 20)
 		return err == nil && len(page.Jobs) == 1
 	})
 	ctx := newChrome(t)

@@ -28,21 +28,21 @@ func (c *Console) dashboard(w http.ResponseWriter, r *http.Request, v *visit) er
 	p.Chrome.Notice = notice(r, v)
 	var err error
 	if v.id.May(models.CapTenantReports) {
-		if p.Pool, err = c.svc.Pool(ctx, v.id); err != nil {
+		if p.Pool, err = c.svc.Credits().Pool(ctx, v.id); err != nil {
 			return err
 		}
-		if p.Stats, err = c.svc.TenantStats(ctx, v.id, models.StatsDefaultHours); err != nil {
+		if p.Stats, err = c.svc.Accounts().TenantStats(ctx, v.id, models.StatsDefaultHours); err != nil {
 			return err
 		}
-		if p.Usage, err = c.svc.TenantUsage(ctx, v.id, models.UsageDefaultDays); err != nil {
+		if p.Usage, err = c.svc.Accounts().TenantUsage(ctx, v.id, models.UsageDefaultDays); err != nil {
 			return err
 		}
 		p.Chart = usageChart(p.Usage)
-	} else if p.Balance, err = c.svc.Balance(ctx, v.id); err != nil {
+	} else if p.Balance, err = c.svc.Credits().Balance(ctx, v.id); err != nil {
 		return err
 	}
 	if v.id.May(models.CapClaims) {
-		if p.Claims, err = c.svc.UserClaims(ctx, v.id); err != nil {
+		if p.Claims, err = c.svc.Claims().UserClaims(ctx, v.id); err != nil {
 			return err
 		}
 	}

@@ -142,7 +142,7 @@ func (e *env) platformTemplate(name, slug string) string {
 	in := models.TemplateInput{Type: models.TemplateImage, Slug: slug, ZhName: name, Ratio: "3:4",
 		SampleImages:      []string{e.app.Config.CDNURL + "/samples/" + slug + ".png"},
 		GenerationConfigs: json.RawMessage(`[{"model":"auto","prompt_template":"a portrait of {subject}","fields":[{"key":"subject","label":"主体"}]}]`)}
-	v, err := e.app.CreateTemplate(context.Background(), &models.Identity{Kind: models.IdentityAdmin}, in)
+	v, err := e.app.Templates().CreateTemplate(context.Background(), &models.Identity{Kind: models.IdentityAdmin}, in)
 	if err != nil {
 		e.t.Fatalf("platform template: %v", err)
 	}

@@ -101,7 +101,7 @@ func (c *Console) pickTemplate(r *http.Request, v *visit, p *jobsView, id string
 		if p.Make == makeCopy {
 			kind = models.TemplateArticle
 		}
-		rows, err := c.svc.ListTemplates(r.Context(), v.id, models.TemplateFilter{Type: kind})
+		rows, err := c.svc.Templates().ListTemplates(r.Context(), v.id, models.TemplateFilter{Type: kind})
 		if err != nil {
 			return err
 		}
@@ -118,7 +118,7 @@ func (c *Console) pickTemplate(r *http.Request, v *visit, p *jobsView, id string
 				Fields: fields, Spec: spec})
 		}
 	case makeVideo:
-		rows, err := c.svc.ListVideoTemplates(r.Context(), v.id, "")
+		rows, err := c.svc.Templates().ListVideoTemplates(r.Context(), v.id, "")
 		if err != nil {
 			return err
 		}
@@ -162,17 +162,17 @@ func firstConfigInputs(configs any) (fields []contract.Field, spec bool) {
 // renderJobs reads one page of jobs and the newest video tasks and renders the page with a status.
 func (c *Console) renderJobs(w http.ResponseWriter, r *http.Request, v *visit, status int, p jobsView) error {
 	q := r.URL.Query()
-	page, err := c.svc.Jobs(r.Context(), v.id, p.Status, q.Get("cursor"), 20)
+	page, err := c.svc.Jobs().Jobs(r.Context(), v.id, p.Status, q.Get("cursor"), 20)
 	if err != nil {
 		return err
 	}
 	p.Jobs, p.Next = page.Jobs, page.NextCursor
-	videos, err := c.svc.VideoTasks(r.Context(), v.id, "", 1, 10)
+	videos, err := c.svc.Videos().VideoTasks(r.Context(), v.id, "", 1, 10)
 	if err != nil {
 		return err
 	}
 	p.Videos = videos.Items
-	if q.Get("cursor") == "" && p.Status == "" && c.svc.Events != nil {
+	if q.Get("cursor") == "" && p.Status == "" && c.svc.Jobs().Live() {
 		p.Stream = consolePrefix + "/jobs/events"
 	}
 	if r.Method == http.MethodPost {
@@ -202,14 +202,14 @@ func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, v *visit) er
 		}
 		input := templateInput(r, &p)
 		if p.Make == makeCopy {
-			art, err := c.svc.WriteArticle(r.Context(), v.id, models.ArticleRequest{TemplateSlug: p.Template.Slug, Input: input})
+			art, err := c.svc.Copy().WriteArticle(r.Context(), v.id, models.ArticleRequest{TemplateSlug: p.Template.Slug, Input: input})
 			if err != nil {
 				return fail(err)
 			}
 			p.Article = art
 			return c.renderJobs(w, r, v, http.StatusOK, p)
 		}
-		if _, err := c.svc.SubmitImages(r.Context(), v.id, []models.GenerateRequest{{TemplateID: p.Template.ID, Input: input}}); err != nil {
+		if _, err := c.svc.Jobs().SubmitImages(r.Context(), v.id, []models.GenerateRequest{{TemplateID: p.Template.ID, Input: input}}); err != nil {
 			return fail(err)
 		}
 		seeOther(w, r, consolePrefix+"/jobs", "job-submitted")
@@ -234,7 +234,7 @@ func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, v *visit) er
 			}
 			req.Duration = &d
 		}
-		if _, err := c.svc.SubmitVideo(r.Context(), v.id, req); err != nil {
+		if _, err := c.svc.Videos().SubmitVideo(r.Context(), v.id, req); err != nil {
 			return fail(err)
 		}
 		seeOther(w, r, consolePrefix+"/jobs?make=video", "video-submitted")
@@ -242,7 +242,7 @@ func (c *Console) submitJob(w http.ResponseWriter, r *http.Request, v *visit) er
 	}
 	p.Prompt, p.Ratio = strings.TrimSpace(r.PostFormValue("prompt")), r.PostFormValue("ratio")
 	req := models.GenerateRequest{Prompt: &p.Prompt, Ratio: p.Ratio}
-	if _, err := c.svc.SubmitImages(r.Context(), v.id, []models.GenerateRequest{req}); err != nil {
+	if _, err := c.svc.Jobs().SubmitImages(r.Context(), v.id, []models.GenerateRequest{req}); err != nil {
 		return fail(err)
 	}
 	seeOther(w, r, consolePrefix+"/jobs", "job-submitted")
@@ -287,11 +287,11 @@ const sseKeepAlive = 15 * time.Second
 // newest jobs once, so that a change between the page's rendering and the subscription is not missed.
 func (c *Console) jobEvents(w http.ResponseWriter, r *http.Request, v *visit) error {
 	ctx := r.Context()
-	changes, err := c.svc.FollowJobs(ctx, v.id)
+	changes, err := c.svc.Jobs().FollowJobs(ctx, v.id)
 	if err != nil {
 		return err
 	}
-	page, err := c.svc.Jobs(ctx, v.id, "", "", 20)
+	page, err := c.svc.Jobs().Jobs(ctx, v.id, "", "", 20)
 	if err != nil {
 		return err
 	}

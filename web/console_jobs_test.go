@@ -43,7 +43,7 @@ func TestJobsPageGeneratesFromATemplateAVideoAndCopy(t *testing.T) {
 	if p := post(url.Values{"make": {"template"}, "template_id": {tplID}}); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "subject") {
 		t.Fatalf("missing required field = %d: %s", p.Status, excerpt(p.Body))
 	}
-	if page, _ := e.app.Jobs(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}, "", "", 20); len(page.Jobs) != 0 {
+	if page, _ := e.app.Jobs().Jobs(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}, "", "", 20); len(page.Jobs) != 0 {
 		t.Fatalf("a refused form created %d jobs", len(page.Jobs))
 	}
 	res := post(url.Values{"make": {"template"}, "template_id": {tplID}, "in_subject": {"a red fox"}})
@@ -84,7 +84,7 @@ func TestJobsPageGeneratesFromATemplateAVideoAndCopy(t *testing.T) {
 
 	// A video from a video template of the tenant: its field is the input, its tier and length apply.
 	tenant := &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}
-	vt, err := e.app.CreateVideoTemplate(context.Background(), tenant, models.VideoTemplateInput{Slug: "promo-clip", ZhName: "宣传短片",
+	vt, err := e.app.Templates().CreateVideoTemplate(context.Background(), tenant, models.VideoTemplateInput{Slug: "promo-clip", ZhName: "宣传短片",
 		SampleCoverImage: "https://cdn.example.com/c.jpg", SampleVideoURL: "https://cdn.example.com/c.mp4", Category: "promo",
 		GenerationConfigs: json.RawMessage(`[{"model":"vidA-2-0-fast-260801","duration":6,"prompt_template":"A clip about {title}","fields":[{"key":"title","label":"标题"}]}]`)})
 	if err != nil {
@@ -108,7 +108,7 @@ func TestJobsPageGeneratesFromATemplateAVideoAndCopy(t *testing.T) {
 
 	// Copy from a copy template of the tenant.
 	cfg := `[{"format":"xiaohongshu","prompt_template":"为{product}写一篇文案","fields":[{"key":"product","label":"产品"}]}]`
-	cp, err := e.app.CreateTemplate(context.Background(), tenant, models.TemplateInput{Type: models.TemplateArticle, Slug: "note",
+	cp, err := e.app.Templates().CreateTemplate(context.Background(), tenant, models.TemplateInput{Type: models.TemplateArticle, Slug: "note",
 		ZhName: "小红书笔记", GenerationConfigs: json.RawMessage(cfg)})
 	if err != nil {
 		t.Fatal(err)

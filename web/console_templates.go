@@ -51,7 +51,7 @@ func (c *Console) templatesPage(w http.ResponseWriter, r *http.Request, v *visit
 	if v.section == adminPrefix {
 		f.Source = models.SourcePlatform
 	}
-	rows, err := c.svc.ListTemplates(r.Context(), v.id, f)
+	rows, err := c.svc.Templates().ListTemplates(r.Context(), v.id, f)
 	if err != nil {
 		return err
 	}
@@ -171,9 +171,9 @@ func (c *Console) saveTemplate(w http.ResponseWriter, r *http.Request, v *visit)
 	var saved *models.TemplateView
 	if err == nil {
 		if id == "" {
-			saved, err = c.svc.CreateTemplate(ctx, v.id, f.input(configs))
+			saved, err = c.svc.Templates().CreateTemplate(ctx, v.id, f.input(configs))
 		} else {
-			saved, err = c.svc.UpdateTemplate(ctx, v.id, f.patch(configs))
+			saved, err = c.svc.Templates().UpdateTemplate(ctx, v.id, f.patch(configs))
 		}
 	}
 	if err != nil {
@@ -211,19 +211,19 @@ func (c *Console) uploadSample(w http.ResponseWriter, r *http.Request, v *visit)
 		return models.Invalid("choose an image file to upload")
 	}
 	defer file.Close()
-	up, err := c.svc.UploadFile(ctx, c.opts.Media, v.id, "", file)
+	up, err := c.svc.Uploads().UploadFile(ctx, c.opts.Media, v.id, "", file)
 	if err != nil {
 		return err
 	}
 	if up.MediaType != string(media.Image) {
-		_ = c.svc.RemoveUpload(ctx, c.opts.Media, v.id, up.ID)
+		_ = c.svc.Uploads().RemoveUpload(ctx, c.opts.Media, v.id, up.ID)
 		return models.Invalid("a sample image must be a png, jpg, webp or gif image")
 	}
 	images := []string{up.URL}
 	if t.ImageColumns != nil {
 		images = append(append([]string{}, t.SampleImages...), up.URL)
 	}
-	if _, err := c.svc.UpdateTemplate(ctx, v.id, models.TemplatePatch{ID: t.ID, SampleImages: &images}); err != nil {
+	if _, err := c.svc.Templates().UpdateTemplate(ctx, v.id, models.TemplatePatch{ID: t.ID, SampleImages: &images}); err != nil {
 		return err
 	}
 	seeOther(w, r, v.section+"/templates/"+t.ID, "sample-added")
@@ -247,7 +247,7 @@ func (c *Console) previewTemplate(w http.ResponseWriter, r *http.Request, v *vis
 		}
 	}
 	status := http.StatusOK
-	if p.Preview, err = c.svc.TemplatePromptPreview(r.Context(), v.id, t.ID, input); err != nil {
+	if p.Preview, err = c.svc.Templates().TemplatePromptPreview(r.Context(), v.id, t.ID, input); err != nil {
 		status, p.PreviewError = pageError(r, err)
 	}
 	if r.Header.Get("HX-Request") == "true" {
@@ -264,7 +264,7 @@ func (c *Console) findTemplate(r *http.Request, v *visit, id string) (*models.Te
 	if v.section == adminPrefix {
 		f.Source = models.SourcePlatform
 	}
-	rows, err := c.svc.ListTemplates(r.Context(), v.id, f)
+	rows, err := c.svc.Templates().ListTemplates(r.Context(), v.id, f)
 	if err != nil {
 		return nil, err
 	}

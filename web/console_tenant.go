@@ -37,10 +37,10 @@ func (c *Console) renderHooks(w http.ResponseWriter, r *http.Request, v *visit, 
 	p.Chrome = c.chrome(v, "Pipeline hooks", consolePrefix+"/hooks")
 	p.Chrome.Notice = notice(r, v)
 	var err error
-	if p.Hooks, err = c.svc.ListHooks(ctx, v.id, ""); err != nil {
+	if p.Hooks, err = c.svc.Accounts().ListHooks(ctx, v.id, ""); err != nil {
 		return err
 	}
-	tpls, err := c.svc.ListTemplates(ctx, v.id, models.TemplateFilter{})
+	tpls, err := c.svc.Templates().ListTemplates(ctx, v.id, models.TemplateFilter{})
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (c *Console) renderHooks(w http.ResponseWriter, r *http.Request, v *visit, 
 			p.HookSlugs = append(p.HookSlugs, *t.Slug)
 		}
 	}
-	videos, err := c.svc.ListVideoTemplates(ctx, v.id, "")
+	videos, err := c.svc.Templates().ListVideoTemplates(ctx, v.id, "")
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (c *Console) saveHook(w http.ResponseWriter, r *http.Request, v *visit) err
 	enabled := r.PostFormValue("enabled") != ""
 	in := models.HookInput{ImageTemplateSlug: r.PostFormValue("image_template_slug"), HookType: r.PostFormValue("hook_type"),
 		HookTemplateSlug: r.PostFormValue("hook_template_slug"), Enabled: &enabled, Note: r.PostFormValue("note")}
-	if _, _, err := c.svc.UpsertHook(r.Context(), v.id, in); err != nil {
+	if _, _, err := c.svc.Accounts().UpsertHook(r.Context(), v.id, in); err != nil {
 		status, msg := pageError(r, err)
 		return c.renderHooks(w, r, v, status, hooksView{Form: in, Enabled: enabled, Error: msg})
 	}
@@ -83,13 +83,13 @@ func (c *Console) changeHook(w http.ResponseWriter, r *http.Request, v *visit) e
 	id := mux.Vars(r)["id"]
 	switch r.PostFormValue("op") {
 	case "delete":
-		if err := c.svc.DeleteHook(r.Context(), v.id, id); err != nil {
+		if err := c.svc.Accounts().DeleteHook(r.Context(), v.id, id); err != nil {
 			return err
 		}
 		seeOther(w, r, consolePrefix+"/hooks", "hook-deleted")
 	case "enable", "disable":
 		enabled := r.PostFormValue("op") == "enable"
-		if _, err := c.svc.UpdateHook(r.Context(), v.id, models.HookPatch{ID: id, Enabled: &enabled}); err != nil {
+		if _, err := c.svc.Accounts().UpdateHook(r.Context(), v.id, models.HookPatch{ID: id, Enabled: &enabled}); err != nil {
 			return err
 		}
 		seeOther(w, r, consolePrefix+"/hooks", "hook-saved")
@@ -135,10 +135,10 @@ func (c *Console) renderMembers(w http.ResponseWriter, r *http.Request, v *visit
 		p.Chrome.Notice = notice(r, v)
 	}
 	var err error
-	if p.Accounts, err = c.svc.Accounts(ctx, v.id); err != nil {
+	if p.Accounts, err = c.svc.Accounts().Accounts(ctx, v.id); err != nil {
 		return err
 	}
-	if p.Pool, err = c.svc.Pool(ctx, v.id); err != nil {
+	if p.Pool, err = c.svc.Credits().Pool(ctx, v.id); err != nil {
 		return err
 	}
 	c.render(w, r, status, membersPage(p))
@@ -159,7 +159,7 @@ func (c *Console) createMember(w http.ResponseWriter, r *http.Request, v *visit)
 		}
 		in.Credits = &n
 	}
-	acc, err := c.svc.CreateAccount(r.Context(), v.id, in)
+	acc, err := c.svc.Accounts().CreateAccount(r.Context(), v.id, in)
 	if err != nil {
 		status, msg := pageError(r, err)
 		return c.renderMembers(w, r, v, status, membersView{Form: f, Error: msg})
@@ -193,16 +193,16 @@ func (c *Console) changeMember(w http.ResponseWriter, r *http.Request, v *visit)
 			shared := true
 			q.Shared = &shared
 		}
-		if _, err := c.svc.SetAccountQuota(ctx, v.id, accountID, q); err != nil {
+		if _, err := c.svc.Accounts().SetAccountQuota(ctx, v.id, accountID, q); err != nil {
 			return fail(err)
 		}
 		seeOther(w, r, consolePrefix+"/members", "quota-set")
 	case "rekey":
-		key, err := c.svc.RekeyAccount(ctx, v.id, accountID)
+		key, err := c.svc.Accounts().RekeyAccount(ctx, v.id, accountID)
 		if err != nil {
 			return fail(err)
 		}
-		accs, err := c.svc.Accounts(ctx, v.id)
+		accs, err := c.svc.Accounts().Accounts(ctx, v.id)
 		if err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func (c *Console) changeMember(w http.ResponseWriter, r *http.Request, v *visit)
 		seeOther(w, r, consolePrefix+"/members", "member-rekeyed")
 	case "disable", "enable":
 		disabled := r.PostFormValue("op") == "disable"
-		if err := c.svc.ToggleAccount(ctx, v.id, accountID, disabled); err != nil {
+		if err := c.svc.Accounts().ToggleAccount(ctx, v.id, accountID, disabled); err != nil {
 			return fail(err)
 		}
 		if disabled {
@@ -287,7 +287,7 @@ func (c *Console) renderClaims(w http.ResponseWriter, r *http.Request, v *visit,
 	for _, id := range p.Form.TemplateIDs {
 		checked[id] = true
 	}
-	tpls, err := c.svc.ListTemplates(ctx, v.id, models.TemplateFilter{Source: models.SourcePlatform})
+	tpls, err := c.svc.Templates().ListTemplates(ctx, v.id, models.TemplateFilter{Source: models.SourcePlatform})
 	if err != nil {
 		return err
 	}
@@ -298,7 +298,7 @@ func (c *Console) renderClaims(w http.ResponseWriter, r *http.Request, v *visit,
 		}
 		p.Templates = append(p.Templates, ch)
 	}
-	videos, err := c.svc.ListVideoTemplates(ctx, v.id, models.SourcePlatform)
+	videos, err := c.svc.Templates().ListVideoTemplates(ctx, v.id, models.SourcePlatform)
 	if err != nil {
 		return err
 	}
@@ -309,13 +309,13 @@ func (c *Console) renderClaims(w http.ResponseWriter, r *http.Request, v *visit,
 		}
 		p.Templates = append(p.Templates, ch)
 	}
-	if p.Codes, err = c.svc.ClaimCodesFor(ctx, v.id); err != nil {
+	if p.Codes, err = c.svc.Claims().ClaimCodesFor(ctx, v.id); err != nil {
 		return err
 	}
 	if r.Method == http.MethodGet {
 		p.Created = createdCode(r, p.Codes)
 	}
-	pool, err := c.svc.Pool(ctx, v.id)
+	pool, err := c.svc.Credits().Pool(ctx, v.id)
 	if err != nil {
 		return err
 	}
@@ -336,7 +336,7 @@ func (c *Console) createClaim(w http.ResponseWriter, r *http.Request, v *visit) 
 		}
 		in.Credits = &n
 	}
-	out, err := c.svc.CreateClaimCode(r.Context(), v.id, in)
+	out, err := c.svc.Claims().CreateClaimCode(r.Context(), v.id, in)
 	if err != nil {
 		status, msg := pageError(r, err)
 		return c.renderClaims(w, r, v, status, claimsView{Form: f, Error: msg})
@@ -355,7 +355,7 @@ type settingsView struct {
 
 // settingsPage shows the secret that signs the tenant's callbacks (decision D6).
 func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, v *visit) error {
-	t, err := c.svc.TenantSettings(r.Context(), v.id)
+	t, err := c.svc.Accounts().TenantSettings(r.Context(), v.id)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func TestSignInWithPasswordOpensAPersonalSession(t *testing.T) {
 	if err := e.app.DB.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := e.app.ChangePassword(context.Background(), modelstest.User(u.ID), "", "correct horse"); err != nil {
+	if err := e.app.Auth().ChangePassword(context.Background(), modelstest.User(u.ID), "", "correct horse"); err != nil {
 		t.Fatal(err)
 	}
 	b := e.browser()
@@ -146,7 +146,7 @@ func TestCSRFIsCheckedOnEveryPost(t *testing.T) {
 			if p.Status != http.StatusForbidden {
 				t.Fatalf("status %d, want 403: %s", p.Status, excerpt(p.Body))
 			}
-			if accs, _ := e.app.Accounts(context.Background(), modelstest.Tenant(mustTenant(t, e, key))); len(accs) != 0 {
+			if accs, _ := e.app.Accounts().Accounts(context.Background(), modelstest.Tenant(mustTenant(t, e, key))); len(accs) != 0 {
 				t.Fatalf("a member was created by a refused post: %+v", accs)
 			}
 		})
@@ -170,7 +170,7 @@ func TestCSRFIsCheckedOnEveryPost(t *testing.T) {
 // mustTenant resolves a tenant key to its tenant id.
 func mustTenant(t *testing.T, e *env, key string) string {
 	t.Helper()
-	id, err := e.app.ResolveIdentity(context.Background(), key)
+	id, err := e.app.Auth().ResolveIdentity(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestKeyChangesEndSessionsAtOnce(t *testing.T) {
 	if p := member.get("/console/jobs"); p.Status != 200 {
 		t.Fatalf("member jobs = %d", p.Status)
 	}
-	accs, _ := e.app.Accounts(context.Background(), modelstest.Tenant(tenantID))
+	accs, _ := e.app.Accounts().Accounts(context.Background(), modelstest.Tenant(tenantID))
 	if p := tenant.post("/console/members/"+accs[0].ID, url.Values{"csrf": {csrf}, "op": {"disable"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("disable = %d: %s", p.Status, excerpt(p.Body))
 	}
@@ -250,17 +250,17 @@ func TestSignOutEndsTheSession(t *testing.T) {
 func TestPermissionBoundaries(t *testing.T) {
 	e := newEnv(t)
 	tenantID, tenantKey := e.tenant("Acme", 10)
-	acc, err := e.app.CreateAccount(context.Background(), modelstest.Tenant(tenantID), models.AccountInput{Email: "m@example.com"})
+	acc, err := e.app.Accounts().CreateAccount(context.Background(), modelstest.Tenant(tenantID), models.AccountInput{Email: "m@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	claimTpl := e.platformTemplate("海报", "poster")
 	credits := int64(2)
-	code, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{claimTpl}, Credits: &credits})
+	code, err := e.app.Claims().CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{claimTpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
-	redeemed, err := e.app.RedeemClaim(context.Background(), models.RedeemInput{Code: code.Code, Nickname: "bo", Email: "bo@example.com"}, "")
+	redeemed, err := e.app.Claims().RedeemClaim(context.Background(), models.RedeemInput{Code: code.Code, Nickname: "bo", Email: "bo@example.com"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,15 +322,15 @@ func TestPermissionBoundaries(t *testing.T) {
 		})
 	}
 	// Nothing the refused posts asked for happened.
-	accs, _ := e.app.Accounts(context.Background(), modelstest.Tenant(tenantID))
+	accs, _ := e.app.Accounts().Accounts(context.Background(), modelstest.Tenant(tenantID))
 	if len(accs) != 1 || *accs[0].APIKey != *acc.APIKey {
 		t.Errorf("members changed by refused posts: %+v", accs)
 	}
-	tenants, _ := e.app.Tenants(context.Background(), models.Operator())
+	tenants, _ := e.app.Accounts().Tenants(context.Background(), models.Operator())
 	if len(tenants) != 1 {
 		t.Errorf("a tenant was created by a refused post: %d tenants", len(tenants))
 	}
-	if p, _ := e.app.PreviewClaim(context.Background(), code.Code, ""); p.Status != models.ClaimUsed {
+	if p, _ := e.app.Claims().PreviewClaim(context.Background(), code.Code, ""); p.Status != models.ClaimUsed {
 		t.Errorf("claim code status = %s, want used (not voided)", p.Status)
 	}
 }
@@ -372,7 +372,7 @@ func TestClaimPages(t *testing.T) {
 	tpl := e.platformTemplate("海报模板", "poster")
 	credits := int64(7)
 	mk := func() string {
-		c, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits,
+		c, err := e.app.Claims().CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits,
 			TutorialPDFURL: "https://cdn.example.com/tutorial.pdf"})
 		if err != nil {
 			t.Fatal(err)
@@ -402,7 +402,7 @@ func TestClaimPages(t *testing.T) {
 	if bad := b.post("/claim/"+code, url.Values{"form_token": {e.forgeClaimToken()}, "nickname": {"Bo"}, "email": {"bo@example.com"}}); bad.Status != 403 {
 		t.Fatalf("redeem with another code's token = %d, want 403", bad.Status)
 	}
-	if pr, _ := e.app.PreviewClaim(context.Background(), code, ""); pr.Status != models.ClaimActive {
+	if pr, _ := e.app.Claims().PreviewClaim(context.Background(), code, ""); pr.Status != models.ClaimActive {
 		t.Fatalf("a refused post redeemed the code: %s", pr.Status)
 	}
 	form.Set("form_token", token)
@@ -440,7 +440,7 @@ func (e *env) forgeClaimToken() string {
 	tenantID, _ := e.tenant("Other", 5)
 	tpl := e.platformTemplate("其他", "other-template")
 	credits := int64(1)
-	c, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	c, err := e.app.Claims().CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func TestTemplateEditorWithoutJavaScript(t *testing.T) {
 	if p.Status != 200 || strings.Count(p.Body, `name="field_key"`) != 2 || !strings.Contains(p.Body, `value="subject"`) {
 		t.Fatalf("add-field = %d with %d rows: %s", p.Status, strings.Count(p.Body, `name="field_key"`), excerpt(p.Body))
 	}
-	if rows, _ := e.app.ListTemplates(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: mustTenant(t, e, key)},
+	if rows, _ := e.app.Templates().ListTemplates(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: mustTenant(t, e, key)},
 		models.TemplateFilter{Source: models.SourceMine}); len(rows) != 0 {
 		t.Fatal("add-field saved the template")
 	}
@@ -569,14 +569,14 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if key == nil || !strings.Contains(page.Body, "Globex") {
 		t.Fatalf("tenant key not shown: %s", excerpt(page.Body))
 	}
-	id, err := e.app.ResolveIdentity(context.Background(), key[1])
+	id, err := e.app.Auth().ResolveIdentity(context.Background(), key[1])
 	if err != nil || id.Kind != models.IdentityTenant {
 		t.Fatalf("shown key resolves to %+v, %v", id, err)
 	}
 	if p := b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"credit"}, "credits": {"-5"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("credit = %d: %s", p.Status, excerpt(p.Body))
 	}
-	if pool, _ := e.app.Pool(context.Background(), id); pool.Balance != 25 {
+	if pool, _ := e.app.Credits().Pool(context.Background(), id); pool.Balance != 25 {
 		t.Fatalf("balance after -5 = %d, want 25", pool.Balance)
 	}
 	if p := b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"bind"}, "model": {"gen2"}}); p.Status != http.StatusSeeOther {
@@ -585,7 +585,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if p := b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"bind"}, "model": {"no-such-family"}}); p.Status != 400 {
 		t.Fatalf("bind to an unknown family = %d, want 400", p.Status)
 	}
-	if tn, _ := e.app.TenantSettings(context.Background(), id); tn.Binding != "gen2" {
+	if tn, _ := e.app.Accounts().TenantSettings(context.Background(), id); tn.Binding != "gen2" {
 		t.Fatalf("binding = %q", tn.Binding)
 	}
 	p = b.post("/admin/tenants/"+id.TenantID, url.Values{"csrf": {csrf}, "op": {"rekey"}})
@@ -593,7 +593,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if rekeyed == nil || rekeyed[1] == key[1] {
 		t.Fatalf("rekey did not show a new key")
 	}
-	if _, err := e.app.ResolveIdentity(context.Background(), key[1]); err == nil {
+	if _, err := e.app.Auth().ResolveIdentity(context.Background(), key[1]); err == nil {
 		t.Fatal("the old tenant key still works")
 	}
 
@@ -613,7 +613,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 
 	tpl := e.platformTemplate("海报", "poster")
 	credits := int64(3)
-	code, err := e.app.CreateClaimCode(context.Background(), id, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	code, err := e.app.Claims().CreateClaimCode(context.Background(), id, models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +623,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if p := b.post("/admin/claims/"+code.Code, url.Values{"csrf": {csrf}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("void = %d: %s", p.Status, excerpt(p.Body))
 	}
-	if pr, _ := e.app.PreviewClaim(context.Background(), code.Code, ""); pr.Status != models.ClaimDisabled {
+	if pr, _ := e.app.Claims().PreviewClaim(context.Background(), code.Code, ""); pr.Status != models.ClaimDisabled {
 		t.Fatalf("code status after void = %s", pr.Status)
 	}
 
@@ -644,7 +644,7 @@ func TestAdminConsoleRunsAdministratorActions(t *testing.T) {
 	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, "/admin/templates/") {
 		t.Fatalf("platform template = %d %q: %s", p.Status, p.Location, excerpt(p.Body))
 	}
-	rows, _ := e.app.ListTemplates(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: id.TenantID},
+	rows, _ := e.app.Templates().ListTemplates(context.Background(), &models.Identity{Kind: models.IdentityTenant, TenantID: id.TenantID},
 		models.TemplateFilter{Source: models.SourcePlatform, Type: models.TemplateArticle})
 	if len(rows) != 1 || rows[0].ZhName != "小红书文案" {
 		t.Fatalf("tenants see platform copy templates %+v", rows)
@@ -661,12 +661,12 @@ func TestTenantHooksSettingsAndSampleUpload(t *testing.T) {
 	b.signIn(key)
 	csrf := b.csrf()
 	id := &models.Identity{Kind: models.IdentityTenant, TenantID: tenantID}
-	img, err := e.app.CreateTemplate(context.Background(), id, models.TemplateInput{Type: "image", Slug: "acme-img", ZhName: "图",
+	img, err := e.app.Templates().CreateTemplate(context.Background(), id, models.TemplateInput{Type: "image", Slug: "acme-img", ZhName: "图",
 		GenerationConfigs: json.RawMessage(`[{"prompt_template":"a {subject}","fields":[{"key":"subject","label":"S"}]}]`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.app.CreateTemplate(context.Background(), id, models.TemplateInput{Type: "article", Slug: "acme-copy", ZhName: "文",
+	if _, err := e.app.Templates().CreateTemplate(context.Background(), id, models.TemplateInput{Type: "article", Slug: "acme-copy", ZhName: "文",
 		GenerationConfigs: json.RawMessage(`[{"format":"wechat","prompt_template":"about {topic}","fields":[{"key":"topic","label":"T"}]}]`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -677,14 +677,14 @@ func TestTenantHooksSettingsAndSampleUpload(t *testing.T) {
 	if p.Status != http.StatusSeeOther {
 		t.Fatalf("save hook = %d: %s", p.Status, excerpt(p.Body))
 	}
-	hooks, _ := e.app.ListHooks(context.Background(), id, "")
+	hooks, _ := e.app.Accounts().ListHooks(context.Background(), id, "")
 	if len(hooks) != 1 || !hooks[0].Enabled || hooks[0].Note != "copy after image" {
 		t.Fatalf("hooks = %+v", hooks)
 	}
 	if p := b.post("/console/hooks/"+hooks[0].ID, url.Values{"csrf": {csrf}, "op": {"disable"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("disable hook = %d", p.Status)
 	}
-	if hooks, _ = e.app.ListHooks(context.Background(), id, ""); hooks[0].Enabled {
+	if hooks, _ = e.app.Accounts().ListHooks(context.Background(), id, ""); hooks[0].Enabled {
 		t.Fatal("hook still enabled")
 	}
 	if p := b.post("/console/hooks", url.Values{"csrf": {csrf}, "image_template_slug": {"nope"}, "hook_type": {"article"},
@@ -694,12 +694,12 @@ func TestTenantHooksSettingsAndSampleUpload(t *testing.T) {
 	if p := b.post("/console/hooks/"+hooks[0].ID, url.Values{"csrf": {csrf}, "op": {"delete"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("delete hook = %d", p.Status)
 	}
-	if hooks, _ = e.app.ListHooks(context.Background(), id, ""); len(hooks) != 0 {
+	if hooks, _ = e.app.Accounts().ListHooks(context.Background(), id, ""); len(hooks) != 0 {
 		t.Fatal("hook not deleted")
 	}
 
 	// The callback secret.
-	tn, _ := e.app.TenantSettings(context.Background(), modelstest.Tenant(tenantID))
+	tn, _ := e.app.Accounts().TenantSettings(context.Background(), modelstest.Tenant(tenantID))
 	if s := b.get("/console/settings"); !strings.Contains(s.Body, tn.CallbackSecret) || !strings.HasPrefix(tn.CallbackSecret, "whsec_") {
 		t.Fatalf("settings do not show the whsec_ secret: %s", excerpt(s.Body))
 	}
@@ -722,7 +722,7 @@ func TestTenantHooksSettingsAndSampleUpload(t *testing.T) {
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("sample upload = %d", res.StatusCode)
 	}
-	rows, _ := e.app.ListTemplates(context.Background(), id, models.TemplateFilter{Type: "image", Source: models.SourceMine})
+	rows, _ := e.app.Templates().ListTemplates(context.Background(), id, models.TemplateFilter{Type: "image", Source: models.SourceMine})
 	if len(rows) != 1 || len(rows[0].SampleImages) != 1 || !strings.HasPrefix(rows[0].SampleImages[0], e.app.Config.CDNURL+"/uploads/tenant-") {
 		t.Fatalf("sample images = %+v", rows[0].SampleImages)
 	}

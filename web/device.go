@@ -26,7 +26,7 @@ func (s *Server) device(w http.ResponseWriter, r *http.Request) {
 	p := s.devicePage(w, r, r.URL.Query().Get("user_code"))
 	status := http.StatusOK
 	if p.UserCode != "" {
-		if _, err := s.svc.PendingDevice(r.Context(), p.UserCode); err != nil {
+		if _, err := s.svc.Auth().PendingDevice(r.Context(), p.UserCode); err != nil {
 			status, p.Error = errorMessage(r, err)
 		}
 	}
@@ -51,7 +51,7 @@ func (s *Server) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 	if u := s.sessionUser(r); u != nil {
 		userID = u.ID
 	} else if approve {
-		u, err := s.svc.Authenticate(r.Context(), r.PostFormValue("email"), r.PostFormValue("password"), clientAddr(r))
+		u, err := s.svc.Auth().Authenticate(r.Context(), r.PostFormValue("email"), r.PostFormValue("password"), clientAddr(r))
 		if err != nil {
 			status, msg := errorMessage(r, err)
 			p.Error = msg
@@ -60,7 +60,7 @@ func (s *Server) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		userID = u.ID
 	}
-	if err := s.svc.DecideDevice(r.Context(), p.UserCode, userID, approve); err != nil {
+	if err := s.svc.Auth().DecideDevice(r.Context(), p.UserCode, userID, approve); err != nil {
 		status, msg := errorMessage(r, err)
 		p.Error = msg
 		s.render(w, r, status, p)
@@ -89,7 +89,7 @@ func (s *Server) devicePage(w http.ResponseWriter, r *http.Request, userCode str
 	}
 	p.SignInURL = "/login?next=" + url.QueryEscape(back)
 	p.CodeURL = codeLink(back)
-	if s.svc.OIDCEnabled() {
+	if s.svc.Auth().OIDCEnabled() {
 		p.OIDCURL = "/api/auth/oidc/start?return=" + url.QueryEscape(back)
 	}
 	return p

@@ -141,7 +141,7 @@ func TestBrowserEveryPage(t *testing.T) {
 	tenantID, tenantKey := e.tenant("Acme 店铺", 50)
 	tpl := e.platformTemplate("品牌海报", "brand-poster")
 	credits := int64(3)
-	code, err := e.app.CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
+	code, err := e.app.Claims().CreateClaimCode(context.Background(), modelstest.Tenant(tenantID), models.ClaimInput{TemplateIDs: []string{tpl}, Credits: &credits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,10 +66,10 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	)
 	switch p.Method {
 	case "password":
-		cookie, err = c.svc.StartPasswordSession(r.Context(), p.Email, r.PostFormValue("password"), clientAddress(r))
+		cookie, err = c.svc.Auth().StartPasswordSession(r.Context(), p.Email, r.PostFormValue("password"), clientAddress(r))
 	default:
 		p.Method = "key"
-		cookie, err = c.svc.StartKeySession(r.Context(), r.PostFormValue("key"), clientAddress(r))
+		cookie, err = c.svc.Auth().StartKeySession(r.Context(), r.PostFormValue("key"), clientAddress(r))
 	}
 	if err != nil {
 		status, msg := pageError(r, err)
@@ -79,7 +79,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	c.setSessionCookie(w, cookie)
 	target := consolePrefix
-	if sess, err := c.svc.ResolveSession(r.Context(), cookie); err == nil {
+	if sess, err := c.svc.Auth().ResolveSession(r.Context(), cookie); err == nil {
 		target = returnPath(p.Next, &sess.Identity)
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
@@ -132,7 +132,7 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.PostFormValue("step") != "reset" {
-		if err := c.svc.SendSignInCode(r.Context(), p.Email, clientAddress(r)); err != nil {
+		if err := c.svc.Auth().SendSignInCode(r.Context(), p.Email, clientAddress(r)); err != nil {
 			fail(pageError(r, err))
 			return
 		}
@@ -147,12 +147,12 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "The two passwords differ. Type the new password twice.")
 		return
 	}
-	u, err := c.svc.ResetPassword(r.Context(), p.Email, r.PostFormValue("code"), r.PostFormValue("password"), clientAddress(r))
+	u, err := c.svc.Auth().ResetPassword(r.Context(), p.Email, r.PostFormValue("code"), r.PostFormValue("password"), clientAddress(r))
 	if err != nil {
 		fail(pageError(r, err))
 		return
 	}
-	cookie, err := c.svc.StartUserSession(r.Context(), u.ID)
+	cookie, err := c.svc.Auth().StartUserSession(r.Context(), u.ID)
 	if err != nil {
 		fail(pageError(r, err))
 		return
@@ -164,7 +164,7 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 // signOut ends the session and clears its cookie.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request, _ *visit) error {
 	if ck, err := r.Cookie(models.SessionCookie); err == nil {
-		if err := c.svc.EndSession(r.Context(), ck.Value); err != nil {
+		if err := c.svc.Auth().EndSession(r.Context(), ck.Value); err != nil {
 			return err
 		}
 	}

@@ -54,7 +54,7 @@ func login(e *env, email, password string) (int, string) {
 
 func credits(t *testing.T, e *env, email string) int64 {
 	t.Helper()
-	u, err := e.app.UserByEmail(context.Background(), email)
+	u, err := e.app.Accounts().UserByEmail(context.Background(), email)
 	if err != nil {
 		t.Fatal(err)
 	}

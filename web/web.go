@@ -12,17 +12,16 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"studio/jobs"
 	"studio/models"
 )
 
 // Server is the browser surface.
 type Server struct {
-	svc *jobs.Service
+	svc *models.App
 }
 
 // New returns the browser surface over the core.
-func New(svc *jobs.Service) *Server { return &Server{svc: svc} }
+func New(svc *models.App) *Server { return &Server{svc: svc} }
 
 // Register adds the page routes to r.
 func (s *Server) Register(r *mux.Router) {
@@ -70,7 +69,7 @@ func (s *Server) sessionUser(r *http.Request) *models.User {
 	if err != nil {
 		return nil
 	}
-	u, err := s.svc.SessionUser(r.Context(), c.Value)
+	u, err := s.svc.Auth().SessionUser(r.Context(), c.Value)
 	if err != nil {
 		return nil
 	}

@@ -531,7 +531,7 @@ func studioChild(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	go http.Serve(pln, http.DefaultServeMux) // net/http/pprof
-	if err := svc.App.IdentityCacheReady(ctx); err != nil {
+	if err := svc.App.Auth().IdentityCacheReady(ctx); err != nil {
 		return err
 	}
 	fmt.Printf("addr %s\npprof %s\nready\n", ln.Addr(), pln.Addr())

@@ -157,7 +157,7 @@ func run(o options, weights map[string]float64) (bool, error) {
 		return false, err
 	}
 	if srv != nil {
-		if err := srv.svc.App.IdentityCacheReady(ctx); err != nil {
+		if err := srv.svc.App.Auth().IdentityCacheReady(ctx); err != nil {
 			return false, err
 		}
 	}
@@ -234,7 +234,7 @@ func run(o options, weights map[string]float64) (bool, error) {
 			fmt.Println("stop:", err)
 		}
 		fmt.Printf("image jobs: %s; video tasks: %s\n", srv.statusCounts(ctx, "jobs"), srv.statusCounts(ctx, "video_tasks"))
-		if problems, err = srv.svc.App.AuditLedger(ctx); err != nil {
+		if problems, err = srv.svc.App.Credits().AuditLedger(ctx); err != nil {
 			return false, err
 		}
 	case o.auditDB != "":

@@ -281,7 +281,7 @@ func auditDB(ctx context.Context, dbURL string) ([]string, error) {
 	}
 	var problems []string
 	for range 3 {
-		if problems, err = app.AuditLedger(ctx); err != nil || len(problems) == 0 {
+		if problems, err = app.Credits().AuditLedger(ctx); err != nil || len(problems) == 0 {
 			return problems, err
 		}
 		time.Sleep(2 * time.Second)

@@ -150,7 +150,7 @@ func runServer(dbFlag string, subs, conns, rate int, proto string) error {
 	if b, err := json.Marshal(raw); err == nil {
 		_ = json.Unmarshal(b, &created)
 	}
-	id, err := svc.App.ResolveIdentity(ctx, created.APIKey)
+	id, err := svc.App.Auth().ResolveIdentity(ctx, created.APIKey)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func runServer(dbFlag string, subs, conns, rate int, proto string) error {
 		for i := range batch {
 			batch[i] = models.GenerateRequest{Prompt: &prompt}
 		}
-		js, err := svc.Jobs.SubmitImages(ctx, id, batch)
+		js, err := svc.Jobs.App.Jobs().SubmitImages(ctx, id, batch)
 		if err != nil {
 			return fmt.Errorf("create jobs: %w", err)
 		}
@@ -226,7 +226,7 @@ func runServer(dbFlag string, subs, conns, rate int, proto string) error {
 			defer wg.Done()
 			for jobID := range work {
 				note := notePrefix + strconv.FormatInt(time.Now().UnixNano(), 10)
-				if err := svc.App.SetJobProgress(ctx, jobID, note); err != nil {
+				if err := svc.App.Jobs().SetJobProgress(ctx, jobID, note); err != nil {
 					emitErrs.Add(1)
 				}
 			}

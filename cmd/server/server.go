@@ -139,10 +139,10 @@ func (s *Service) Handler(opts Options) http.Handler {
 	if l, ok := s.Media.(*media.Local); ok {
 		ro.MediaHandler = l.Handler()
 	}
-	rest.New(s.Jobs, ro).Register(r)
-	r.Handle(graph.Path, graph.NewHandler(s.Jobs, graph.Options{}))
-	web.New(s.Jobs).Register(r)
-	web.NewConsole(s.Jobs, web.ConsoleOptions{Media: s.Media}).Register(r)
+	rest.New(s.Jobs.App, ro).Register(r)
+	r.Handle(graph.Path, graph.NewHandler(s.Jobs.App, graph.Options{}))
+	web.New(s.Jobs.App).Register(r)
+	web.NewConsole(s.Jobs.App, web.ConsoleOptions{Media: s.Media}).Register(r)
 	s.handler = s.withMiddleware(r)
 	return s.handler
 }
@@ -193,7 +193,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.leave = nil
 	}
 	s.Events.Stop()
-	if ferr := s.App.FlushUsage(ctx); ferr != nil && err == nil {
+	if ferr := s.App.Credits().FlushUsage(ctx); ferr != nil && err == nil {
 		err = ferr
 	}
 	return err

@@ -98,7 +98,7 @@ func TestKilledServerLeavesNoJobBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if problems, err := app.AuditLedger(context.Background()); err != nil || len(problems) > 0 {
+	if problems, err := app.Credits().AuditLedger(context.Background()); err != nil || len(problems) > 0 {
 		t.Fatalf("ledger after the crash: %v %v", problems, err)
 	}
 }

@@ -70,7 +70,7 @@ func serve(ctx context.Context, cfg *models.Config, root *cobra.Command) error {
 		return err
 	}
 	defer svc.Close()
-	if key, err := svc.App.EnsureAdminKey(ctx); err != nil {
+	if key, err := svc.App.Auth().EnsureAdminKey(ctx); err != nil {
 		return err
 	} else if key != "" {
 		fmt.Fprintf(os.Stderr, "\n  Platform administrator key (shown once, store it now):\n\n    %s\n", key)

@@ -43,7 +43,7 @@ func newEnvWith(t *testing.T, opts events.Options) *env {
 func (e *env) tenant(name string) *models.Identity {
 	e.t.Helper()
 	credits := int64(100)
-	ten, _, err := e.app.CreateTenant(context.Background(), models.TenantInput{Name: name, Credits: &credits})
+	ten, _, err := e.app.Accounts().CreateTenant(context.Background(), models.TenantInput{Name: name, Credits: &credits})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -54,11 +54,11 @@ func (e *env) job(id *models.Identity) *models.Job {
 	e.t.Helper()
 	ctx := context.Background()
 	prompt := "a fox"
-	p, err := e.app.PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
+	p, err := e.app.Jobs().PrepareImage(ctx, id, models.GenerateRequest{Prompt: &prompt})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	jobs, err := e.app.CreateImageJobs(ctx, id, []*models.PreparedImage{p})
+	jobs, err := e.app.Jobs().CreateImageJobs(ctx, id, []*models.PreparedImage{p})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -96,13 +96,13 @@ func TestFollowJobStreamsItsStatesUntilItEnds(t *testing.T) {
 	if v, _ := next(t, ch); v.Status != models.JobPending {
 		t.Fatalf("first state %+v, want pending", v)
 	}
-	if err := e.app.SetJobProgress(ctx, j.ID, "drawing"); err != nil {
+	if err := e.app.Jobs().SetJobProgress(ctx, j.ID, "drawing"); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := next(t, ch); v.Status != models.JobPending || v.Progress == "" {
 		t.Fatalf("second state %+v, want pending with progress", v)
 	}
-	if err := e.app.FailJob(ctx, j.ID, "gave up"); err != nil {
+	if err := e.app.Jobs().FailJob(ctx, j.ID, "gave up"); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := next(t, ch); v.Status != models.JobFailed {
@@ -188,7 +188,7 @@ func TestSubscriptionsPerIdentityAreBounded(t *testing.T) {
 	if v, _ := next(t, ch); v.Status != models.JobPending {
 		t.Fatalf("first state %+v", v)
 	}
-	if err := e.app.FailJob(ctx, j.ID, "gave up"); err != nil {
+	if err := e.app.Jobs().FailJob(ctx, j.ID, "gave up"); err != nil {
 		t.Fatal(err)
 	}
 	for {

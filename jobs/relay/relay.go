@@ -110,7 +110,7 @@ func (rl *Relay) Completions(ctx context.Context, id *models.Identity, body []by
 		return r.relayJSON(ctx, u, resp)
 	})
 	if r.started {
-		rl.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
+		rl.app.Credits().RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
 		if err != nil && !errors.Is(err, errClientGone) && ctx.Err() == nil {
 			slog.WarnContext(ctx, "chat relay: the answer broke off after it started", "detail", calls.RunDetail(err))
 			if r.stream {
@@ -461,94 +461,6 @@ func stringEnd(b []byte, open int) int {
 		}
 	}
 	return -1
-}
-
-// AgentRequest is the body of POST /api/chat (D8): a conversation in messages, or one message.
-type AgentRequest struct {
-	Messages []upstream.Message `json:"messages"`
-	// Message is one user message: a string, or an object with role and content.
-	Message json.RawMessage `json:"message"`
-}
-
-// AgentReply is the answer of POST /api/chat.
-type AgentReply struct {
-	Message upstream.Message `json:"message"`
-}
-
-// chatRoles are the roles a caller's message may have.
-var chatRoles = []string{"system", "developer", "user", "assistant"}
-
-// messages validates the request and returns the conversation to send.
-func (req AgentRequest) messages() ([]upstream.Message, error) {
-	hasOne := len(bytes.TrimSpace(req.Message)) > 0 && string(bytes.TrimSpace(req.Message)) != "null"
-	switch {
-	case req.Messages != nil && hasOne:
-		return nil, models.Invalid("send either messages or message, not both")
-	case hasOne:
-		var text string
-		if json.Unmarshal(req.Message, &text) == nil {
-			req.Messages = []upstream.Message{{Role: "user", Content: text}}
-			break
-		}
-		var m upstream.Message
-		if err := json.Unmarshal(req.Message, &m); err != nil {
-			return nil, models.Invalid("message must be a string or an object with role and content")
-		}
-		if m.Role == "" {
-			m.Role = "user"
-		}
-		req.Messages = []upstream.Message{m}
-	case len(req.Messages) == 0:
-		return nil, models.Invalid("messages is required: an array of {role, content}, or send message with one text")
-	}
-	for i, m := range req.Messages {
-		if !containsString(chatRoles, m.Role) {
-			return nil, models.Invalid("messages[%d].role must be one of %s", i, strings.Join(chatRoles, ", "))
-		}
-		if strings.TrimSpace(m.Content) == "" {
-			return nil, models.Invalid("messages[%d].content must be non-empty text", i)
-		}
-	}
-	return req.Messages, nil
-}
-
-// containsString reports whether list holds s.
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// Agent answers POST /api/chat: one completion routed like the relay, free of credits and counted in
-// usage with the caller's X-CS-Agent as the agent.
-func (rl *Relay) Agent(ctx context.Context, id *models.Identity, req AgentRequest) (*AgentReply, error) {
-	if err := id.Require(models.CapGenerate); err != nil {
-		return nil, err
-	}
-	msgs, err := req.messages()
-	if err != nil {
-		return nil, err
-	}
-	var answer string
-	err = rl.engine.Run(ctx, calls.ChatRoute, nil, func(ctx context.Context, u *upstream.Upstream) error {
-		res, err := u.Chat().Chat(ctx, upstream.ChatRequest{Messages: msgs})
-		if err != nil {
-			return err
-		}
-		if strings.TrimSpace(res.Content) == "" {
-			return &upstream.Error{Class: upstream.ClassOther, Upstream: u.Name, Code: "empty_answer", Message: "the answer was empty"}
-		}
-		answer = res.Content
-		return nil
-	})
-	if err != nil {
-		return nil, calls.Error(ctx, err, "chat")
-	}
-	rl.app.RecordUsage(id.TenantID, models.ServiceChat, id.Agent)
-	return &AgentReply{Message: upstream.Message{Role: "assistant", Content: answer}}, nil
 }
 
 // Models returns what the OpenAI-style GET /api/models lists: service-auto, the only model the relay
