@@ -1,11 +1,15 @@
 package rest_test
 
 import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -15,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +27,7 @@ import (
 
 	"studio/models"
 	"studio/models/modelstest"
+	"studio/models/oidc"
 )
 
 // ---- a stand-in SMTP server ----
@@ -444,39 +450,62 @@ func TestDeviceAuthorizationDeniedAndExpired(t *testing.T) {
 
 // ---- third-party sign-in ----
 
-// oidcProvider is a stand-in OpenID provider: discovery, JWKS and token endpoint.
+// oidcProvider is a stand-in OpenID provider: discovery, JWKS and token endpoint. It signs ID tokens with
+// key (RS256 for an RSA key, ES256 for an EC P-256 key) under kid, and publishes the keys of published.
 type oidcProvider struct {
-	t      *testing.T
-	srv    *httptest.Server
-	key    *rsa.PrivateKey
-	mu     sync.Mutex
-	grants map[string]oidcGrant
+	t           *testing.T
+	srv         *httptest.Server
+	key         crypto.Signer
+	kid         string
+	mu          sync.Mutex
+	grants      map[string]oidcGrant
+	published   []map[string]any
+	jwksGate    chan struct{} // when set, a JWKS request waits until it is closed
+	jwksWaiting chan struct{} // told when a JWKS request waits at the gate
+	jwksFetches atomic.Int32
 }
 
 type oidcGrant struct {
 	claims    jwt.MapClaims
 	challenge string
-	key       *rsa.PrivateKey
+	key       crypto.Signer
+	kid       string
 }
 
 const oidcClient, oidcSecret = "studio-client", "studio-secret"
 
-// withOIDC starts a stand-in provider and configures the service to use it.
+// withOIDC starts a stand-in provider (RS256) and configures the service to use it.
 func withOIDC(t *testing.T) (*oidcProvider, envOption) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &oidcProvider{t: t, key: key, grants: map[string]oidcGrant{}}
+	return withOIDCKey(t, key, "k1")
+}
+
+// withOIDCKey starts a stand-in provider that signs with key under kid and configures the service to use it.
+func withOIDCKey(t *testing.T, key crypto.Signer, kid string) (*oidcProvider, envOption) {
+	t.Helper()
+	p := &oidcProvider{t: t, key: key, kid: kid, grants: map[string]oidcGrant{}, published: []map[string]any{jwkOf(key, kid)}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": p.srv.URL, "authorization_endpoint": p.srv.URL + "/authorize",
 			"token_endpoint": p.srv.URL + "/token", "jwks_uri": p.srv.URL + "/jwks"})
 	})
 	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []any{map[string]any{"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
-			"n": base64.RawURLEncoding.EncodeToString(key.N.Bytes()), "e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(key.E)).Bytes())}}})
+		p.jwksFetches.Add(1)
+		p.mu.Lock()
+		gate, waiting := p.jwksGate, p.jwksWaiting
+		p.mu.Unlock()
+		if gate != nil {
+			waiting <- struct{}{}
+			<-gate
+		}
+		p.mu.Lock()
+		keys := p.published
+		p.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": keys})
 	})
 	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
 		id, secret, _ := r.BasicAuth()
@@ -491,9 +520,14 @@ func withOIDC(t *testing.T) (*oidcProvider, envOption) {
 			_ = json.NewEncoder(w).Encode(map[string]any{"error": "invalid_grant"})
 			return
 		}
-		tok := jwt.NewWithClaims(jwt.SigningMethodRS256, g.claims)
-		tok.Header["kid"] = "k1"
+		var method jwt.SigningMethod = jwt.SigningMethodRS256
+		if _, ec := g.key.(*ecdsa.PrivateKey); ec {
+			method = jwt.SigningMethodES256
+		}
+		tok := jwt.NewWithClaims(method, g.claims)
+		tok.Header["kid"] = g.kid
 		signed, _ := tok.SignedString(g.key)
+		w.Header().Set("Content-Type", "application/json") // RFC 6749 section 5.1
 		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "at", "token_type": "Bearer", "id_token": signed})
 	})
 	p.srv = httptest.NewServer(mux)
@@ -505,9 +539,58 @@ func withOIDC(t *testing.T) (*oidcProvider, envOption) {
 	}
 }
 
+// jwkOf is the public JWK of an RSA or EC P-256 key.
+func jwkOf(key crypto.Signer, kid string) map[string]any {
+	switch k := key.(type) {
+	case *rsa.PrivateKey:
+		return map[string]any{"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+			"n": base64.RawURLEncoding.EncodeToString(k.N.Bytes()), "e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(k.E)).Bytes())}
+	case *ecdsa.PrivateKey:
+		point, _ := k.PublicKey.Bytes() // 0x04 || X || Y, 32 bytes each for P-256
+		return map[string]any{"kty": "EC", "kid": kid, "use": "sig", "alg": "ES256", "crv": "P-256",
+			"x": base64.RawURLEncoding.EncodeToString(point[1:33]), "y": base64.RawURLEncoding.EncodeToString(point[33:])}
+	}
+	panic(fmt.Sprintf("no JWK for %T", key))
+}
+
+// rotate makes the provider sign with key under kid; it publishes that key only, or beside the others (keep).
+func (p *oidcProvider) rotate(key crypto.Signer, kid string, keep bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.key, p.kid = key, kid
+	if !keep {
+		p.published = nil
+	}
+	p.published = append(p.published[:len(p.published):len(p.published)], jwkOf(key, kid))
+}
+
+// holdKeys makes JWKS requests wait until release is called; waiting is told when one arrives.
+func (p *oidcProvider) holdKeys() (waiting <-chan struct{}, release func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gate, w := make(chan struct{}), make(chan struct{}, 16)
+	p.jwksGate, p.jwksWaiting = gate, w
+	var once sync.Once
+	return w, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.jwksGate = nil
+			p.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
 // signIn runs GET /api/auth/oidc/start in the browser, lets the provider issue a code for claims (edited
 // by edit, given the nonce), and follows the callback; it returns the callback's answer.
 func (e *env) signIn(b *http.Client, p *oidcProvider, ret string, claims jwt.MapClaims, edit func(c jwt.MapClaims, g *oidcGrant, q url.Values)) *resp {
+	e.t.Helper()
+	return e.browse(b, "GET", e.oidcAuthorize(b, p, ret, claims, edit))
+}
+
+// oidcAuthorize runs GET /api/auth/oidc/start in the browser and lets the provider issue a code for
+// claims (edited by edit, given the nonce); it returns the callback path the provider sends the browser to.
+func (e *env) oidcAuthorize(b *http.Client, p *oidcProvider, ret string, claims jwt.MapClaims, edit func(c jwt.MapClaims, g *oidcGrant, q url.Values)) string {
 	e.t.Helper()
 	path := "/api/auth/oidc/start"
 	if ret != "" {
@@ -527,7 +610,9 @@ func (e *env) signIn(b *http.Client, p *oidcProvider, ret string, claims jwt.Map
 	for k, v := range claims {
 		c[k] = v
 	}
-	g := oidcGrant{claims: c, challenge: q.Get("code_challenge"), key: p.key}
+	p.mu.Lock()
+	g := oidcGrant{claims: c, challenge: q.Get("code_challenge"), key: p.key, kid: p.kid}
+	p.mu.Unlock()
 	back := url.Values{"state": {q.Get("state")}, "code": {models.NewID()}}
 	if edit != nil {
 		edit(c, &g, back)
@@ -535,7 +620,7 @@ func (e *env) signIn(b *http.Client, p *oidcProvider, ret string, claims jwt.Map
 	p.mu.Lock()
 	p.grants[back.Get("code")] = g
 	p.mu.Unlock()
-	return e.browse(b, "GET", "/api/auth/oidc/callback?"+back.Encode())
+	return "/api/auth/oidc/callback?" + back.Encode()
 }
 
 // browse sends a request with the browser client and checks /api answers against the OpenAPI document.
@@ -615,6 +700,152 @@ func TestOIDCSignIn(t *testing.T) {
 	// The callback without the start's cookie is refused.
 	e.browse(e.browser(), "GET", "/api/auth/oidc/callback?state=x&code=y").expect(t, 401)
 	e.browse(e.browser(), "GET", "/api/auth/oidc/start?return="+url.QueryEscape("https://evil.example/")).expect(t, 400)
+}
+
+// TestOIDCSignInES256: a provider that signs its ID tokens with an EC P-256 key (ES256), and names no
+// algorithm in its discovery document, signs people in through the real HTTP surface; tokens with a
+// foreign key, another audience, another nonce or a past expiry are refused and create nothing.
+func TestOIDCSignInES256(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, oidcOpt := withOIDCKey(t, key, "ec-1")
+	e := newEnv(t, oidcOpt)
+	r := e.signIn(e.browser(), p, "", jwt.MapClaims{"sub": "erin-1", "email": "Erin@Example.com", "email_verified": true, "name": "Erin"}, nil).expect(t, 200)
+	user := r.JSON["user"].(map[string]any)
+	if user["email"] != "erin@example.com" || user["nickname"] != "Erin" || r.str("token") == "" {
+		t.Fatalf("ES256 sign-in = %s", r.Body)
+	}
+	if w := e.call("GET", "/api/whoami", r.str("token"), nil).expect(t, 200); w.str("id") != user["id"] {
+		t.Fatalf("whoami = %s", w.Body)
+	}
+	// With a return path: a session cookie and the redirect, as for RS256.
+	back := e.signIn(e.browser(), p, "/device", jwt.MapClaims{"sub": "erin-1", "email": "erin@example.com", "email_verified": true}, nil)
+	if back.Status != http.StatusSeeOther || back.Header.Get("Location") != "/device" || !strings.Contains(strings.Join(back.Header.Values("Set-Cookie"), "\n"), models.SessionCookie+"=") {
+		t.Fatalf("ES256 sign-in with return = %d %v", back.Status, back.Header)
+	}
+
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	for _, c := range []struct {
+		name string
+		edit func(c jwt.MapClaims, g *oidcGrant, q url.Values)
+	}{
+		{"wrong key", func(c jwt.MapClaims, g *oidcGrant, q url.Values) { g.key = other }},
+		{"wrong key id", func(c jwt.MapClaims, g *oidcGrant, q url.Values) { g.key, g.kid = other, "ec-unknown" }},
+		{"wrong audience", func(c jwt.MapClaims, g *oidcGrant, q url.Values) { c["aud"] = "someone-else" }},
+		{"wrong nonce", func(c jwt.MapClaims, g *oidcGrant, q url.Values) { c["nonce"] = "other" }},
+		{"expired", func(c jwt.MapClaims, g *oidcGrant, q url.Values) { c["exp"] = time.Now().Add(-time.Hour).Unix() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.signIn(e.browser(), p, "", jwt.MapClaims{"sub": "mallory", "email": "m@example.com", "email_verified": true}, c.edit)
+			if r.Status != 401 {
+				t.Fatalf("status %d, want 401: %s", r.Status, r.Body)
+			}
+		})
+	}
+	var n int64
+	e.app.DB.Model(&models.User{}).Where("email = ?", "m@example.com").Count(&n)
+	if n != 0 {
+		t.Fatal("a refused sign-in created an account")
+	}
+	// The key set was read once: tokens with a foreign key did not make it be fetched again within
+	// oidc.KeyRefetchInterval.
+	if got := p.jwksFetches.Load(); got != 1 {
+		t.Fatalf("key set fetched %d times, want 1", got)
+	}
+}
+
+// TestOIDCKeyRotation: the provider changes its key; the new key is fetched and sign-in works. A token
+// with a key that is not cached makes the key set be fetched again at most every oidc.KeyRefetchInterval.
+func TestOIDCKeyRotation(t *testing.T) {
+	p, oidcOpt := withOIDC(t)
+	e := newEnv(t, oidcOpt)
+	alice := jwt.MapClaims{"sub": "alice-1", "email": "alice@example.com", "email_verified": true}
+	first := e.signIn(e.browser(), p, "", alice, nil).expect(t, 200)
+
+	next, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p.rotate(next, "k2", false)
+	// Within the interval after the last fetch, the unknown key is not fetched: refused.
+	e.signIn(e.browser(), p, "", alice, nil).expect(t, 401)
+	if got := p.jwksFetches.Load(); got != 1 {
+		t.Fatalf("key set fetched %d times within the refetch interval, want 1", got)
+	}
+
+	later := time.Now().UTC().Add(oidc.KeyRefetchInterval + time.Second)
+	e.app.Now = func() time.Time { return later }
+	r := e.signIn(e.browser(), p, "", alice, nil).expect(t, 200)
+	if r.JSON["user"].(map[string]any)["id"] != first.JSON["user"].(map[string]any)["id"] {
+		t.Fatal("the same subject made a second account after the key rotation")
+	}
+	if got := p.jwksFetches.Load(); got != 2 {
+		t.Fatalf("key set fetched %d times, want 2", got)
+	}
+	// The old key is gone from the provider's set: a token signed with it is refused.
+	old, _ := rsa.GenerateKey(rand.Reader, 2048)
+	e.signIn(e.browser(), p, "", alice, func(c jwt.MapClaims, g *oidcGrant, q url.Values) { g.key, g.kid = old, "k1" }).expect(t, 401)
+}
+
+// TestOIDCSlowKeySetDoesNotBlockCachedKey: while the key set is being fetched again (for a token whose
+// key is new) and the provider is slow to answer, a sign-in whose key is cached goes through at once.
+func TestOIDCSlowKeySetDoesNotBlockCachedKey(t *testing.T) {
+	p, oidcOpt := withOIDC(t)
+	e := newEnv(t, oidcOpt)
+	e.signIn(e.browser(), p, "", jwt.MapClaims{"sub": "alice-1", "email": "alice@example.com", "email_verified": true}, nil).expect(t, 200)
+
+	// The provider publishes a second key beside the first, and the refetch interval has passed.
+	k1, kid1 := p.key, p.kid
+	k2, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p.rotate(k2, "k2", true)
+	later := time.Now().UTC().Add(oidc.KeyRefetchInterval + time.Second)
+	e.app.Now = func() time.Time { return later }
+
+	waiting, release := p.holdKeys()
+	var released atomic.Bool
+	safety := time.AfterFunc(5*time.Second, func() { released.Store(true); release() })
+	defer safety.Stop()
+	defer release()
+
+	// Bob's token is signed with the new key: his callback waits for the key set.
+	b := e.browser()
+	callback := e.oidcAuthorize(b, p, "", jwt.MapClaims{"sub": "bob-1", "email": "bob@example.com", "email_verified": true}, nil)
+	bob := make(chan int, 1)
+	go func() {
+		res, err := b.Get(e.srv.URL + callback)
+		if err != nil {
+			bob <- 0
+			return
+		}
+		res.Body.Close()
+		bob <- res.StatusCode
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the new key did not make the key set be fetched")
+	}
+
+	// Carol's token is signed with the cached key: she is signed in while the fetch hangs.
+	start := time.Now()
+	carol := e.signIn(e.browser(), p, "", jwt.MapClaims{"sub": "carol-1", "email": "carol@example.com", "email_verified": true},
+		func(c jwt.MapClaims, g *oidcGrant, q url.Values) { g.key, g.kid = k1, kid1 })
+	if released.Load() {
+		t.Fatalf("the sign-in with a cached key waited %s for the key set fetch", time.Since(start))
+	}
+	carol.expect(t, 200)
+
+	release()
+	select {
+	case status := <-bob:
+		if status != 200 {
+			t.Fatalf("sign-in with the new key = %d, want 200", status)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the sign-in with the new key did not finish")
+	}
+	if got := p.jwksFetches.Load(); got != 2 {
+		t.Fatalf("key set fetched %d times, want 2", got)
+	}
 }
 
 // TestDeviceApprovalAfterThirdPartySignIn: a person without a password signs in with the provider from the
