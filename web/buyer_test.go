@@ -33,7 +33,7 @@ func redeemOnPage(t *testing.T, e *env, b *browser, email string) (string, *page
 		t.Fatal(err)
 	}
 	form := b.get("/claim/" + c.Code)
-	ok := b.post("/claim/"+c.Code, url.Values{"form_token": {formTokenRE.FindStringSubmatch(form.Body)[1]},
+	ok := b.post("/claim/"+c.Code, url.Values{"csrf": {formTokenRE.FindStringSubmatch(form.Body)[1]},
 		"nickname": {"小博"}, "email": {email}})
 	if ok.Status != http.StatusOK || !strings.Contains(ok.Body, "领取成功") {
 		t.Fatalf("redeem = %d: %s", ok.Status, excerpt(ok.Body))
@@ -50,8 +50,9 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 		t.Fatalf("no password form on the success page: %s", excerpt(ok.Body))
 	}
 	loginToken := html.UnescapeString(m[1])
+	formToken := formTokenRE.FindStringSubmatch(ok.Body)[1]
 	set := func(pw, confirm string) *page {
-		return buyer.post("/claim/"+code+"/password", url.Values{"login_token": {loginToken}, "password": {pw}, "password_confirm": {confirm}})
+		return buyer.post("/claim/"+code+"/password", url.Values{"csrf": {formToken}, "login_token": {loginToken}, "password": {pw}, "password_confirm": {confirm}})
 	}
 	if p := set("long enough", "long enouhg"); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "两次输入的密码不一致") {
 		t.Fatalf("mismatched confirmation = %d: %s", p.Status, excerpt(p.Body))
@@ -60,7 +61,7 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 		!strings.Contains(p.Body, `name="login_token"`) {
 		t.Fatalf("short password = %d: %s", p.Status, excerpt(p.Body))
 	}
-	if p := buyer.post("/claim/"+code+"/password", url.Values{"login_token": {"forged"}, "password": {"long enough"}, "password_confirm": {"long enough"}}); p.Status != http.StatusUnauthorized {
+	if p := buyer.post("/claim/"+code+"/password", url.Values{"csrf": {formToken}, "login_token": {"forged"}, "password": {"long enough"}, "password_confirm": {"long enough"}}); p.Status != http.StatusUnauthorized {
 		t.Fatalf("forged token = %d: %s", p.Status, excerpt(p.Body))
 	}
 	if _, err := e.app.Auth().Authenticate(context.Background(), "bo@example.com", "long enough", "192.0.2.9"); models.KindOf(err) != models.KindUnauthenticated {
@@ -79,7 +80,7 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 	}
 	// Redeeming again with the same e-mail no longer offers the form.
 	form := buyer.get("/claim/" + code)
-	again := buyer.post("/claim/"+code, url.Values{"form_token": {formTokenRE.FindStringSubmatch(form.Body)[1]}, "nickname": {"小博"}, "email": {"bo@example.com"}})
+	again := buyer.post("/claim/"+code, url.Values{"csrf": {formTokenRE.FindStringSubmatch(form.Body)[1]}, "nickname": {"小博"}, "email": {"bo@example.com"}})
 	if again.Status != http.StatusOK || strings.Contains(again.Body, `name="login_token"`) {
 		t.Fatalf("redeem again after the password = %d: %s", again.Status, excerpt(again.Body))
 	}
@@ -102,7 +103,7 @@ func TestClaimBuyerSetsAPasswordSignsInAndApprovesADevice(t *testing.T) {
 	if next == nil || html.UnescapeString(next[1]) != devicePath {
 		t.Fatalf("sign-in page keeps next %v, want %q", next, devicePath)
 	}
-	res := b.post("/login", url.Values{"form_token": {formTokenRE.FindStringSubmatch(signIn.Body)[1]}, "method": {"password"},
+	res := b.post("/login", url.Values{"csrf": {formTokenRE.FindStringSubmatch(signIn.Body)[1]}, "method": {"password"},
 		"next": {html.UnescapeString(next[1])}, "email": {"Bo@example.com"}, "password": {"long enough"}})
 	if res.Status != http.StatusSeeOther || res.Location != devicePath {
 		t.Fatalf("password sign-in = %d to %q, want 303 to %q: %s", res.Status, res.Location, devicePath, excerpt(res.Body))
@@ -156,7 +157,7 @@ func TestSignInReturnsOnlyToLocalPages(t *testing.T) {
 	} {
 		b := e.browser()
 		p := b.get("/login?next=" + url.QueryEscape(next))
-		res := b.post("/login", url.Values{"form_token": {formTokenRE.FindStringSubmatch(p.Body)[1]}, "method": {"key"}, "key": {key}, "next": {next}})
+		res := b.post("/login", url.Values{"csrf": {formTokenRE.FindStringSubmatch(p.Body)[1]}, "method": {"key"}, "key": {key}, "next": {next}})
 		if res.Status != http.StatusSeeOther || res.Location != want {
 			t.Errorf("next %q: %d to %q, want %q", next, res.Status, res.Location, want)
 		}
@@ -211,20 +212,20 @@ func TestBuyerWithoutAPasswordSignsInWithAnEmailedCode(t *testing.T) {
 		t.Fatalf("code page keeps next %q, want %q", next, devicePath)
 	}
 	// An address without an account gets the same answer, and an e-mail without a code.
-	if p := b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"send"}, "email": {"nobody@example.com"}}); p.Status != 200 ||
+	if p := b.post("/login/code", url.Values{"csrf": {token}, "next": {next}, "step": {"send"}, "email": {"nobody@example.com"}}); p.Status != 200 ||
 		!strings.Contains(p.Body, "a six-digit code is on its way") {
 		t.Fatalf("unknown address = %d: %s", p.Status, excerpt(p.Body))
 	}
 	if m := sink.Next(t, "nobody@example.com"); signInCodeRE.MatchString(m) || !strings.Contains(m, "no studio account") {
 		t.Fatalf("the e-mail to an address without an account: %s", m)
 	}
-	sent := b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"send"}, "email": {"Dee@example.com"}})
+	sent := b.post("/login/code", url.Values{"csrf": {token}, "next": {next}, "step": {"send"}, "email": {"Dee@example.com"}})
 	if sent.Status != 200 || !strings.Contains(sent.Body, `name="code"`) {
 		t.Fatalf("send code = %d: %s", sent.Status, excerpt(sent.Body))
 	}
 	code := sink.LastCode(t, "dee@example.com", signInCodeRE)
 	reset := func(code, pw string) *page {
-		return b.post("/login/code", url.Values{"form_token": {token}, "next": {next}, "step": {"reset"}, "email": {"dee@example.com"},
+		return b.post("/login/code", url.Values{"csrf": {token}, "next": {next}, "step": {"reset"}, "email": {"dee@example.com"},
 			"code": {code}, "password": {pw}, "password_confirm": {pw}})
 	}
 	wrong := "000000"

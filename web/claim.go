@@ -1,12 +1,9 @@
 package web
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gorilla/mux"
 
@@ -20,14 +17,11 @@ import (
 // The login token itself and the API hint for integrators stay in collapsed sections.
 // The pages are public and written in Chinese, for the buyers the codes are sold to (lang="zh-CN").
 //
-// These pages have no session: the redeem form carries a token signed with the service secret
-// (models.Sign) that binds it to the code and expires after claimFormTTL. The per-address limits of
+// These pages have no session: their forms (redeem, first password) are guarded like every form
+// (formGuard, web/forms.go: the token is bound to the pre-session cookie). The per-address limits of
 // previews and redemptions are the core's, counted in the database: the same for these pages, POST
 // /api/promo-claims and every replica. A redemption signs in nobody to an account that existed before
 // it (D8): only the page of the redemption that created the account offers the password form.
-
-// claimFormTTL is how long a served redeem form may be posted.
-const claimFormTTL = 2 * time.Hour
 
 // claimView is what a claim page shows.
 type claimView struct {
@@ -52,7 +46,7 @@ type claimView struct {
 func (c *Console) claimPage(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	code := mux.Vars(r)["code"]
-	p := c.claimView(r, code)
+	p := c.claimView(w, r, code)
 	status := c.loadClaim(r, &p)
 	c.render(w, r, status, claimPage(p))
 }
@@ -61,7 +55,7 @@ func (c *Console) claimPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	code := mux.Vars(r)["code"]
-	p := c.claimView(r, code)
+	p := c.claimView(w, r, code)
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 	if err := r.ParseForm(); err != nil {
 		p.State, p.Error = "unknown", "无法读取表单，请刷新页面后重试。"
@@ -69,12 +63,12 @@ func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Nickname, p.Email = strings.TrimSpace(r.PostFormValue("nickname")), strings.TrimSpace(r.PostFormValue("email"))
-	if !c.checkClaimToken(code, r.PostFormValue("form_token")) {
+	if c.forms.check(r, nil) != nil {
 		status := c.loadClaim(r, &p)
 		if status == http.StatusOK {
 			status = http.StatusForbidden
 		}
-		p.Error = "页面已过期，请刷新后重新提交。"
+		p.Error = claimExpiredText
 		c.render(w, r, status, claimPage(p))
 		return
 	}
@@ -99,7 +93,7 @@ func (c *Console) claimRedeem(w http.ResponseWriter, r *http.Request) {
 func (c *Console) claimPassword(w http.ResponseWriter, r *http.Request) {
 	c.headers(w)
 	w.Header().Set("Cache-Control", "no-store")
-	p := c.claimView(r, mux.Vars(r)["code"])
+	p := c.claimView(w, r, mux.Vars(r)["code"])
 	p.State = "password"
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 	if err := r.ParseForm(); err != nil {
@@ -108,6 +102,11 @@ func (c *Console) claimPassword(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.LoginToken = strings.TrimSpace(r.PostFormValue("login_token"))
+	if c.forms.check(r, nil) != nil {
+		p.Error = claimExpiredText
+		c.render(w, r, http.StatusForbidden, claimPage(p))
+		return
+	}
 	password := r.PostFormValue("password")
 	if password != r.PostFormValue("password_confirm") {
 		p.Error = "两次输入的密码不一致，请重新输入。"
@@ -144,11 +143,11 @@ func (c *Console) claimPasswordError(r *http.Request, err error) (int, string) {
 	return status, "设置密码失败，请稍后再试。"
 }
 
-// claimView returns an empty claim page for a code.
-func (c *Console) claimView(r *http.Request, code string) claimView {
+// claimView returns an empty claim page for a code, with the token of its forms (formGuard).
+func (c *Console) claimView(w http.ResponseWriter, r *http.Request, code string) claimView {
 	ch := c.chrome(nil, "领取权益", "")
 	ch.Lang, ch.L, ch.Home = string(langZH), langZH, "/claim/"+code
-	return claimView{Chrome: ch, Code: code, FormToken: c.claimToken(code, c.svc.Now()),
+	return claimView{Chrome: ch, Code: code, FormToken: c.forms.token(w, r, nil),
 		SignIn: pageLang(r, false), Buyer: pageLang(r, true),
 		LoginURL: strings.TrimRight(c.svc.Config.BaseURL, "/") + "/login"}
 }
@@ -192,26 +191,6 @@ func (c *Console) claimError(r *http.Request, err error, state string) (int, str
 		return status, "尝试次数过多，请稍后再试。"
 	}
 	return status, "领取失败，请稍后再试。"
-}
-
-// claimToken signs a redeem form for a code: "<expiry>.<signature>".
-func (c *Console) claimToken(code string, now time.Time) string {
-	exp := strconv.FormatInt(now.Add(claimFormTTL).Unix(), 10)
-	return exp + "." + base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "claim-form", []byte(code+"|"+exp)))
-}
-
-// checkClaimToken reports whether a posted token was signed for this code and has not expired.
-func (c *Console) checkClaimToken(code, token string) bool {
-	exp, sig, ok := strings.Cut(token, ".")
-	if !ok {
-		return false
-	}
-	n, err := strconv.ParseInt(exp, 10, 64)
-	if err != nil || c.svc.Now().Unix() > n {
-		return false
-	}
-	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "claim-form", []byte(code+"|"+exp)))
-	return models.EqualHash(sig, want)
 }
 
 // label quotes a label of another page as that page shows it in l: “登录” in Chinese, and in English

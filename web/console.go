@@ -31,14 +31,15 @@ type ConsoleOptions struct {
 
 // Console serves the console, the sign-in pages, the claim landing pages and the static files.
 type Console struct {
-	svc  *models.App // the front door of the core: every operation goes through it
-	opts ConsoleOptions
-	csp  string
+	svc   *models.App // the front door of the core: every operation goes through it
+	opts  ConsoleOptions
+	csp   string
+	forms *formGuard // the token and cross-site check of every form (web/forms.go)
 }
 
 // NewConsole returns the console over the core.
 func NewConsole(svc *models.App, opts ConsoleOptions) *Console {
-	return &Console{svc: svc, opts: opts, csp: contentSecurityPolicy(svc.Config.CDNURL)}
+	return &Console{svc: svc, opts: opts, csp: contentSecurityPolicy(svc.Config.CDNURL), forms: newFormGuard(svc)}
 }
 
 // Register adds the console's routes to r.
@@ -93,7 +94,7 @@ func (c *Console) registerTemplates(r *mux.Router, prefix string) {
 	r.HandleFunc(prefix+"/templates/{id}/preview", c.page(read, c.previewTemplate)).Methods(http.MethodPost)
 }
 
-// visit is one signed-in request: the session's identity and the CSRF token its forms carry.
+// visit is one signed-in request: the session's identity and the token its forms carry (formGuard).
 type visit struct {
 	id      *models.Identity
 	csrf    string
@@ -106,7 +107,8 @@ type visit struct {
 type pageFunc func(w http.ResponseWriter, r *http.Request, v *visit) error
 
 // page wraps a signed-in page: security headers; no or an ended session redirects to /login; a
-// missing capability is 403; every POST must carry the session's CSRF token (else 403, nothing done).
+// missing capability is 403; every POST must pass formGuard.check with the session's token (else 403,
+// nothing done).
 // An empty capability admits any signed-in identity.
 func (c *Console) page(need models.Capability, h pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +127,7 @@ func (c *Console) page(need models.Capability, h pageFunc) http.HandlerFunc {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
-		v := &visit{id: &sess.Identity, csrf: sess.CSRF, label: sess.Label, section: consolePrefix, lang: langEN}
+		v := &visit{id: &sess.Identity, csrf: c.forms.token(w, r, sess), label: sess.Label, section: consolePrefix, lang: langEN}
 		if v.id.Kind == models.IdentityUser {
 			v.lang = pageLang(r, true)
 		}
@@ -139,7 +141,7 @@ func (c *Console) page(need models.Capability, h pageFunc) http.HandlerFunc {
 			}
 		}
 		if r.Method == http.MethodPost {
-			if err := c.readPost(w, r, sess.CSRF); err != nil {
+			if err := c.readPost(w, r, sess); err != nil {
 				c.fail(w, r, v, err)
 				return
 			}
@@ -155,9 +157,6 @@ const (
 	consolePrefix = "/console"
 	adminPrefix   = "/admin"
 )
-
-// errFormExpired refuses a POST without the right CSRF token.
-var errFormExpired = models.Forbidden("this form has expired or did not come from this site: reload the page and try again")
 
 // maxPartName bounds the field name and file name of a multipart file part, in bytes.
 const maxPartName = 255
@@ -186,12 +185,9 @@ func checkFileParts(files map[string][]*multipart.FileHeader) error {
 // maxFormBody bounds a form body (uploads have their own bound).
 const maxFormBody = 1 << 20
 
-// readPost reads a bounded form body (multipart for uploads) and checks that it carries the expected
-// CSRF token and, when the browser names its origin, comes from this site: errFormExpired otherwise.
-func (c *Console) readPost(w http.ResponseWriter, r *http.Request, want string) error {
-	if o := r.Header.Get("Origin"); o != "" && !c.ownOrigin(r, o) {
-		return errFormExpired
-	}
+// readPost reads a bounded form body (multipart for uploads) and checks it with formGuard.check: sent
+// by this site, with the session's token (errFormExpired otherwise).
+func (c *Console) readPost(w http.ResponseWriter, r *http.Request, sess *models.ConsoleSession) error {
 	var err error
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
 		r.Body = http.MaxBytesReader(w, r.Body, maxSampleUpload+maxFormBody)
@@ -215,25 +211,8 @@ func (c *Console) readPost(w http.ResponseWriter, r *http.Request, want string) 
 		return &models.Error{Kind: models.KindTooLarge, Message: "the form is too large (images: at most 8 MB)"}
 	case err != nil:
 		return models.Invalid("the form could not be read: reload the page and try again")
-	case want == "" || !models.EqualHash(r.PostFormValue("csrf"), want):
-		return errFormExpired
 	}
-	return nil
-}
-
-// ownOrigin reports whether a browser's Origin header names this site: the request's host, or the host
-// of {base_url} or {claim_site_url} (a reverse proxy may change the Host header).
-func (c *Console) ownOrigin(r *http.Request, origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	for _, own := range []string{"//" + r.Host, c.svc.Config.BaseURL, c.svc.Config.ClaimSiteURL} {
-		if o, err := url.Parse(own); err == nil && o.Host != "" && strings.EqualFold(o.Host, u.Host) {
-			return true
-		}
-	}
-	return false
+	return c.forms.check(r, sess)
 }
 
 // session resolves the browser's session cookie.
@@ -369,7 +348,7 @@ type chrome struct {
 	L       lang   // the language of the page's text
 	Nav     []navLink
 	Who     string // who is signed in; empty on public pages
-	CSRF    string // the session's token, for the sign-out form
+	CSRF    string // the session's form token (formGuard), for the sign-out form
 	Notice  string
 	Home    string // where the brand link points
 	Scripts bool   // load htmx and console.js (every page but the claim pages)

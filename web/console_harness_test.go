@@ -246,12 +246,14 @@ func (b *browser) post(path string, form url.Values) *page {
 	return b.do(http.MethodPost, path, form)
 }
 
+// Every form carries its token in the one field "csrf" (web/forms.go); formTokenRE is the same pattern,
+// kept for the pages without a session.
 var (
 	csrfRE      = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-	formTokenRE = regexp.MustCompile(`name="form_token" value="([^"]+)"`)
+	formTokenRE = csrfRE
 )
 
-// csrf returns the session's CSRF token, read from a signed-in page.
+// csrf returns the session's form token, read from a signed-in page.
 func (b *browser) csrf() string {
 	b.e.t.Helper()
 	p := b.get("/console/jobs")
@@ -273,7 +275,7 @@ func (b *browser) signIn(key string) string {
 	if m == nil {
 		b.e.t.Fatalf("no form token on /login: %d", p.Status)
 	}
-	res := b.post("/login", url.Values{"form_token": {m[1]}, "method": {"key"}, "key": {key}})
+	res := b.post("/login", url.Values{"csrf": {m[1]}, "method": {"key"}, "key": {key}})
 	if res.Status != http.StatusSeeOther {
 		b.e.t.Fatalf("sign in: status %d, want 303: %s", res.Status, excerpt(res.Body))
 	}

@@ -28,7 +28,7 @@ func TestSignInSetsAServerSideSessionCookie(t *testing.T) {
 	b := e.browser()
 	p := b.get("/login")
 	token := formTokenRE.FindStringSubmatch(p.Body)[1]
-	res := b.post("/login", url.Values{"form_token": {token}, "method": {"key"}, "key": {key}})
+	res := b.post("/login", url.Values{"csrf": {token}, "method": {"key"}, "key": {key}})
 	if res.Status != http.StatusSeeOther || res.Location != "/console" {
 		t.Fatalf("sign in = %d %q, want 303 /console", res.Status, res.Location)
 	}
@@ -72,10 +72,10 @@ func TestSignInRefusals(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"wrong key", url.Values{"form_token": {token}, "method": {"key"}, "key": {models.NewAPIKey()}}, 401, "invalid API key"},
+		{"wrong key", url.Values{"csrf": {token}, "method": {"key"}, "key": {models.NewAPIKey()}}, 401, "invalid API key"},
 		{"no form token", url.Values{"method": {"key"}, "key": {key}}, 403, "This form has expired"},
-		{"forged form token", url.Values{"form_token": {"x" + token}, "method": {"key"}, "key": {key}}, 403, "This form has expired"},
-		{"wrong password", url.Values{"form_token": {token}, "method": {"password"}, "email": {"nobody@example.com"}, "password": {"secret123"}}, 401, "wrong e-mail or password"},
+		{"forged form token", url.Values{"csrf": {"x" + token}, "method": {"key"}, "key": {key}}, 403, "This form has expired"},
+		{"wrong password", url.Values{"csrf": {token}, "method": {"password"}, "email": {"nobody@example.com"}, "password": {"secret123"}}, 401, "wrong e-mail or password"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestSignInRefusals(t *testing.T) {
 	}
 	// A sign-in form posted by another site: the browser does not send the SameSite pre-session cookie.
 	other := e.browser()
-	if p := other.post("/login", url.Values{"form_token": {token}, "method": {"key"}, "key": {key}}); p.Status != 403 {
+	if p := other.post("/login", url.Values{"csrf": {token}, "method": {"key"}, "key": {key}}); p.Status != 403 {
 		t.Fatalf("cross-site sign-in = %d, want 403", p.Status)
 	}
 }
@@ -108,7 +108,7 @@ func TestSignInWithPasswordOpensAPersonalSession(t *testing.T) {
 	}
 	b := e.browser()
 	token := formTokenRE.FindStringSubmatch(b.get("/login").Body)[1]
-	p := b.post("/login", url.Values{"form_token": {token}, "method": {"password"}, "email": {"ann@example.com"}, "password": {"correct horse"}})
+	p := b.post("/login", url.Values{"csrf": {token}, "method": {"password"}, "email": {"ann@example.com"}, "password": {"correct horse"}})
 	if p.Status != http.StatusSeeOther || p.Location != "/console" {
 		t.Fatalf("password sign-in = %d %q: %s", p.Status, p.Location, excerpt(p.Body))
 	}
@@ -399,14 +399,14 @@ func TestClaimPages(t *testing.T) {
 	if p := b.post("/claim/"+code, form); p.Status != 403 {
 		t.Fatalf("redeem without the form token = %d, want 403", p.Status)
 	}
-	if bad := b.post("/claim/"+code, url.Values{"form_token": {e.forgeClaimToken()}, "nickname": {"Bo"}, "email": {"bo@example.com"}}); bad.Status != 403 {
+	if bad := b.post("/claim/"+code, url.Values{"csrf": {e.forgeClaimToken()}, "nickname": {"Bo"}, "email": {"bo@example.com"}}); bad.Status != 403 {
 		t.Fatalf("redeem with another code's token = %d, want 403", bad.Status)
 	}
 	if pr, _ := e.app.Claims().PreviewClaim(context.Background(), code, ""); pr.Status != models.ClaimActive {
 		t.Fatalf("a refused post redeemed the code: %s", pr.Status)
 	}
-	form.Set("form_token", token)
-	if bad := b.post("/claim/"+code, url.Values{"form_token": {token}, "nickname": {"Bo"}, "email": {"not-an-email"}}); bad.Status != 400 || !strings.Contains(bad.Body, "请检查填写的内容") {
+	form.Set("csrf", token)
+	if bad := b.post("/claim/"+code, url.Values{"csrf": {token}, "nickname": {"Bo"}, "email": {"not-an-email"}}); bad.Status != 400 || !strings.Contains(bad.Body, "请检查填写的内容") {
 		t.Fatalf("invalid e-mail = %d: %s", bad.Status, excerpt(bad.Body))
 	}
 	ok := b.post("/claim/"+code, form)
@@ -425,7 +425,7 @@ func TestClaimPages(t *testing.T) {
 	if used.Status != 200 || !strings.Contains(used.Body, "该领取码已被领取") {
 		t.Fatalf("used code = %d: %s", used.Status, excerpt(used.Body))
 	}
-	again := b.post("/claim/"+code, url.Values{"form_token": {formTokenRE.FindStringSubmatch(used.Body)[1]}, "nickname": {"Cy"}, "email": {"cy@example.com"}})
+	again := b.post("/claim/"+code, url.Values{"csrf": {formTokenRE.FindStringSubmatch(used.Body)[1]}, "nickname": {"Cy"}, "email": {"cy@example.com"}})
 	if again.Status != 409 || !strings.Contains(again.Body, "已被其他邮箱领取") {
 		t.Fatalf("redeem by another e-mail = %d: %s", again.Status, excerpt(again.Body))
 	}
@@ -433,8 +433,8 @@ func TestClaimPages(t *testing.T) {
 
 var loginTokenRE = regexp.MustCompile(`id="login-token" readonly rows="3" spellcheck="false">([^<]+)<`)
 
-// forgeClaimToken returns a valid redeem-form token of another, active code: the signature covers the
-// code, so it must be refused for any other code.
+// forgeClaimToken returns a valid redeem-form token of another, active code, served to another browser:
+// the token is bound to that browser's pre-session cookie, so it must be refused here.
 func (e *env) forgeClaimToken() string {
 	e.t.Helper()
 	tenantID, _ := e.tenant("Other", 5)

@@ -11,7 +11,7 @@ import (
 // devicePage is what the device approval page shows.
 type devicePage struct {
 	UserCode   string
-	CSRF       string
+	CSRF       string // the form's token (formGuard: bound to the pre-session cookie)
 	SignedInAs string // e-mail of the browser session's account; empty when not signed in
 	OIDCURL    string // third-party sign-in link; empty when not configured
 	SignInURL  string // the console sign-in page, returning here (with the user code) afterwards
@@ -41,8 +41,8 @@ func (s *Server) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := s.devicePage(w, r, r.PostFormValue("user_code"))
-	if !s.checkCSRF(r) {
-		p.Error = "This form has expired. Reload the page and try again."
+	if s.forms.check(r, nil) != nil {
+		p.Error = formExpiredText
 		s.render(w, r, http.StatusForbidden, p)
 		return
 	}
@@ -75,7 +75,7 @@ func (s *Server) deviceSubmit(w http.ResponseWriter, r *http.Request) {
 
 // devicePage fills the page for a user code; an optional message becomes its error.
 func (s *Server) devicePage(w http.ResponseWriter, r *http.Request, userCode string, msg ...string) devicePage {
-	p := devicePage{UserCode: models.NormalizeUserCode(userCode), CSRF: s.csrfToken(w, r), L: pageLang(r, true)}
+	p := devicePage{UserCode: models.NormalizeUserCode(userCode), CSRF: s.forms.token(w, r, nil), L: pageLang(r, true)}
 	if len(msg) > 0 {
 		p.Error = msg[0]
 	}

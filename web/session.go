@@ -1,8 +1,6 @@
 package web
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,14 +10,11 @@ import (
 	"studio/models"
 )
 
-// Sign-in and sign-out. The sign-in forms carry a token bound to a pre-session cookie (SameSite=Lax, so
-// that another site cannot post the form in the browser's name and sign it into the wrong account).
-// A successful sign-in stores a server-side session (models.StartKeySession, StartPasswordSession) and
-// sets its cookie: HttpOnly, SameSite=Lax, Secure when SERVICE_BASE_URL is https, valid for
+// Sign-in and sign-out. The sign-in forms are guarded like every form (formGuard, web/forms.go: their
+// token is bound to the pre-session cookie), so that another site cannot post them in the browser's
+// name and sign it into the wrong account. A successful sign-in stores a server-side session
+// (models.StartKeySession, StartPasswordSession) and sets its cookie: HttpOnly, SameSite=Lax, Secure when SERVICE_BASE_URL is https, valid for
 // models.SessionTTL from sign-in (fixed, not sliding).
-
-// formCookie names the pre-session cookie of the sign-in forms.
-const formCookie = "studio_form"
 
 // signInView is what the sign-in page shows.
 type signInView struct {
@@ -55,8 +50,8 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	p := c.signInForm(w, r, r.PostFormValue("next"))
 	p.Method, p.Email = r.PostFormValue("method"), strings.TrimSpace(r.PostFormValue("email"))
-	if !c.checkFormToken(r) {
-		p.Error = "This form has expired. Reload the page and try again."
+	if c.forms.check(r, nil) != nil {
+		p.Error = formExpiredText
 		c.render(w, r, http.StatusForbidden, signInPage(p))
 		return
 	}
@@ -127,8 +122,8 @@ func (c *Console) signInCode(w http.ResponseWriter, r *http.Request) {
 		p.Error = msg
 		c.render(w, r, status, signInCodePage(p))
 	}
-	if !c.checkFormToken(r) {
-		fail(http.StatusForbidden, "This form has expired. Reload the page and try again.")
+	if c.forms.check(r, nil) != nil {
+		fail(http.StatusForbidden, formExpiredText)
 		return
 	}
 	if r.PostFormValue("step") != "reset" {
@@ -198,10 +193,10 @@ func clearSessionCookie(w http.ResponseWriter, secure bool) {
 		SameSite: http.SameSiteLaxMode, MaxAge: -1})
 }
 
-// signInForm fills the sign-in page, setting the pre-session cookie when the browser has none; an
-// optional message becomes its error.
+// signInForm fills the sign-in page, setting the pre-session cookie of its token when the browser has
+// none; an optional message becomes its error.
 func (c *Console) signInForm(w http.ResponseWriter, r *http.Request, next string, msg ...string) signInView {
-	p := signInView{Chrome: c.publicChrome(r, "Sign in", false), FormToken: c.formToken(w, r), Next: next}
+	p := signInView{Chrome: c.publicChrome(r, "Sign in", false), FormToken: c.forms.token(w, r, nil), Next: next}
 	if !models.SafeReturnPath(next) {
 		p.Next = ""
 	}
@@ -209,32 +204,6 @@ func (c *Console) signInForm(w http.ResponseWriter, r *http.Request, next string
 		p.Error = msg[0]
 	}
 	return p
-}
-
-// formToken returns the sign-in form token of the browser, setting a fresh pre-session cookie first
-// when it has none.
-func (c *Console) formToken(w http.ResponseWriter, r *http.Request) string {
-	value := ""
-	if ck, err := r.Cookie(formCookie); err == nil && len(ck.Value) >= 32 {
-		value = ck.Value
-	} else {
-		var b [32]byte
-		_, _ = rand.Read(b[:])
-		value = base64.RawURLEncoding.EncodeToString(b[:])
-		http.SetCookie(w, &http.Cookie{Name: formCookie, Value: value, Path: "/", HttpOnly: true, Secure: c.secure(),
-			SameSite: http.SameSiteLaxMode})
-	}
-	return base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "signin-form", []byte(value)))
-}
-
-// checkFormToken reports whether the posted form token matches the browser's pre-session cookie.
-func (c *Console) checkFormToken(r *http.Request) bool {
-	ck, err := r.Cookie(formCookie)
-	if err != nil || len(ck.Value) < 32 {
-		return false
-	}
-	want := base64.RawURLEncoding.EncodeToString(models.Sign(c.svc.Secret, "signin-form", []byte(ck.Value)))
-	return models.EqualHash(r.PostFormValue("form_token"), want)
 }
 
 // clientAddress is the caller's network address, the subject of per-address limits.

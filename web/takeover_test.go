@@ -90,7 +90,7 @@ func TestRedemptionNeverSignsInToAnAccountThatExistedBefore(t *testing.T) {
 	pageCode := claimCode(t, e, tenantKey, 1)
 	b := e.browser()
 	form := b.get("/claim/" + pageCode)
-	p := b.post("/claim/"+pageCode, url.Values{"form_token": {formTokenRE.FindStringSubmatch(form.Body)[1]},
+	p := b.post("/claim/"+pageCode, url.Values{"csrf": {formTokenRE.FindStringSubmatch(form.Body)[1]},
 		"nickname": {"attacker"}, "email": {"victim@example.com"}})
 	if p.Status != http.StatusOK || strings.Contains(p.Body, `name="login_token"`) || strings.Contains(p.Body, `id="login-token"`) ||
 		!strings.Contains(p.Body, `id="sign-in-required"`) {
@@ -148,7 +148,7 @@ func TestAPasswordSetWithAnEmailedCodeEndsEveryLogin(t *testing.T) {
 	// A console session opened with the password.
 	console := e.browser()
 	signIn := console.get("/login")
-	res := console.post("/login", url.Values{"form_token": {formTokenRE.FindStringSubmatch(signIn.Body)[1]}, "method": {"password"},
+	res := console.post("/login", url.Values{"csrf": {formTokenRE.FindStringSubmatch(signIn.Body)[1]}, "method": {"password"},
 		"email": {"owner@example.com"}, "password": {"first password"}})
 	if res.Status != http.StatusSeeOther || console.get("/console/jobs").Status != http.StatusOK {
 		t.Fatalf("password sign-in = %d", res.Status)
@@ -178,11 +178,11 @@ func TestAPasswordSetWithAnEmailedCodeEndsEveryLogin(t *testing.T) {
 	b := e.browser()
 	page := b.get("/login/code")
 	ft := formTokenRE.FindStringSubmatch(page.Body)[1]
-	if p := b.post("/login/code", url.Values{"form_token": {ft}, "step": {"send"}, "email": {"owner@example.com"}}); p.Status != http.StatusOK {
+	if p := b.post("/login/code", url.Values{"csrf": {ft}, "step": {"send"}, "email": {"owner@example.com"}}); p.Status != http.StatusOK {
 		t.Fatalf("send code = %d", p.Status)
 	}
 	code := sink.LastCode(t, "owner@example.com", signInCodeRE)
-	reset := b.post("/login/code", url.Values{"form_token": {ft}, "step": {"reset"}, "email": {"owner@example.com"}, "code": {code},
+	reset := b.post("/login/code", url.Values{"csrf": {ft}, "step": {"reset"}, "email": {"owner@example.com"}, "code": {code},
 		"password": {"second password"}, "password_confirm": {"second password"}})
 	if reset.Status != http.StatusSeeOther {
 		t.Fatalf("reset = %d: %s", reset.Status, excerpt(reset.Body))
@@ -224,9 +224,9 @@ func TestWrongPasswordsDoNotKeepTheOwnerOutOfTheEmailedCode(t *testing.T) {
 	}
 	b := e.browser()
 	ft := formTokenRE.FindStringSubmatch(b.get("/login/code").Body)[1]
-	b.post("/login/code", url.Values{"form_token": {ft}, "step": {"send"}, "email": {"owner@example.com"}})
+	b.post("/login/code", url.Values{"csrf": {ft}, "step": {"send"}, "email": {"owner@example.com"}})
 	code := sink.LastCode(t, "owner@example.com", signInCodeRE)
-	reset := b.post("/login/code", url.Values{"form_token": {ft}, "step": {"reset"}, "email": {"owner@example.com"}, "code": {code},
+	reset := b.post("/login/code", url.Values{"csrf": {ft}, "step": {"reset"}, "email": {"owner@example.com"}, "code": {code},
 		"password": {"owner's new password"}, "password_confirm": {"owner's new password"}})
 	if reset.Status != http.StatusSeeOther || b.get("/console/jobs").Status != http.StatusOK {
 		t.Fatalf("sign-in with an e-mailed code during the lockout = %d: %s", reset.Status, excerpt(reset.Body))
@@ -244,10 +244,10 @@ func TestWrongSignInCodesSpendTheCode(t *testing.T) {
 	buyerWithPassword(t, e, tenantKey, "owner@example.com", "owner password")
 	b := e.browser()
 	ft := formTokenRE.FindStringSubmatch(b.get("/login/code").Body)[1]
-	b.post("/login/code", url.Values{"form_token": {ft}, "step": {"send"}, "email": {"owner@example.com"}})
+	b.post("/login/code", url.Values{"csrf": {ft}, "step": {"send"}, "email": {"owner@example.com"}})
 	code := sink.LastCode(t, "owner@example.com", signInCodeRE)
 	reset := func(c string) *page {
-		return b.post("/login/code", url.Values{"form_token": {ft}, "step": {"reset"}, "email": {"owner@example.com"}, "code": {c},
+		return b.post("/login/code", url.Values{"csrf": {ft}, "step": {"reset"}, "email": {"owner@example.com"}, "code": {c},
 			"password": {"a new password"}, "password_confirm": {"a new password"}})
 	}
 	n := 0
@@ -262,7 +262,7 @@ func TestWrongSignInCodesSpendTheCode(t *testing.T) {
 	if p := reset(code); p.Status != http.StatusBadRequest || !strings.Contains(p.Body, "ask for a new sign-in code") {
 		t.Fatalf("the right code after 5 wrong ones = %d: %s", p.Status, excerpt(p.Body))
 	}
-	b.post("/login/code", url.Values{"form_token": {ft}, "step": {"send"}, "email": {"owner@example.com"}})
+	b.post("/login/code", url.Values{"csrf": {ft}, "step": {"send"}, "email": {"owner@example.com"}})
 	if p := reset(sink.LastCode(t, "owner@example.com", signInCodeRE)); p.Status != http.StatusSeeOther {
 		t.Fatalf("a fresh code = %d: %s", p.Status, excerpt(p.Body))
 	}
@@ -307,7 +307,7 @@ func TestTheFormsDoNotTellWhichAddressesHaveAccounts(t *testing.T) {
 	b := e.browser()
 	ft := formTokenRE.FindStringSubmatch(b.get("/login/code").Body)[1]
 	send := func(email string) string {
-		p := b.post("/login/code", url.Values{"form_token": {ft}, "step": {"send"}, "email": {email}})
+		p := b.post("/login/code", url.Values{"csrf": {ft}, "step": {"send"}, "email": {email}})
 		return fmt.Sprint(p.Status, strings.ReplaceAll(p.Body, email, "<email>"))
 	}
 	if k, u := send("known@example.com"), send("unknown@example.com"); k != u {
@@ -348,7 +348,7 @@ func TestClaimLimitIsOneForEverySurface(t *testing.T) {
 	_, tenantKey := e.tenant("Acme 店铺", 100)
 	code := claimCode(t, e, tenantKey, 1)
 	form := b.get("/claim/" + code)
-	p := b.post("/claim/"+code, url.Values{"form_token": {formTokenRE.FindStringSubmatch(form.Body)[1]}, "nickname": {"x"}, "email": {"x@example.com"}})
+	p := b.post("/claim/"+code, url.Values{"csrf": {formTokenRE.FindStringSubmatch(form.Body)[1]}, "nickname": {"x"}, "email": {"x@example.com"}})
 	if p.Status != http.StatusTooManyRequests || !strings.Contains(p.Body, "尝试次数过多") {
 		t.Fatalf("claim page after the limit = %d: %s", p.Status, excerpt(html.UnescapeString(p.Body)))
 	}

@@ -3,12 +3,9 @@
 package web
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -17,51 +14,18 @@ import (
 
 // Server is the browser surface.
 type Server struct {
-	svc *models.App
+	svc   *models.App
+	forms *formGuard // the token and cross-site check of its form (web/forms.go)
 }
 
 // New returns the browser surface over the core.
-func New(svc *models.App) *Server { return &Server{svc: svc} }
+func New(svc *models.App) *Server { return &Server{svc: svc, forms: newFormGuard(svc)} }
 
 // Register adds the page routes to r.
 func (s *Server) Register(r *mux.Router) {
 	r.HandleFunc(models.DeviceVerificationPath, s.device).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc(models.DeviceVerificationPath, s.deviceSubmit).Methods(http.MethodPost)
 }
-
-// csrfCookie names the cookie of the double-submit CSRF check: the form carries an HMAC of its value.
-const csrfCookie = "studio_csrf"
-
-// csrfToken returns the form token of the browser, setting a fresh CSRF cookie when it has none.
-func (s *Server) csrfToken(w http.ResponseWriter, r *http.Request) string {
-	value := ""
-	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 32 {
-		value = c.Value
-	} else {
-		var b [32]byte
-		_, _ = rand.Read(b[:])
-		value = base64.RawURLEncoding.EncodeToString(b[:])
-		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: value, Path: "/", HttpOnly: true,
-			Secure: s.secure(), SameSite: http.SameSiteStrictMode})
-	}
-	return s.sign(value)
-}
-
-// checkCSRF reports whether the form's token matches the browser's CSRF cookie.
-func (s *Server) checkCSRF(r *http.Request) bool {
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || c.Value == "" {
-		return false
-	}
-	return models.EqualHash(r.PostFormValue("csrf"), s.sign(c.Value))
-}
-
-func (s *Server) sign(v string) string {
-	return base64.RawURLEncoding.EncodeToString(models.Sign(s.svc.Secret, "csrf", []byte(v)))
-}
-
-// secure reports whether cookies must be Secure: the service is reached over https.
-func (s *Server) secure() bool { return strings.HasPrefix(s.svc.Config.BaseURL, "https://") }
 
 // sessionUser returns the personal account of the browser's session cookie, or nil.
 func (s *Server) sessionUser(r *http.Request) *models.User {
