@@ -35,8 +35,8 @@ func TestAlikeAttemptsShareARowAndAreCountedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows, sum int64
-	db.Model(&models.UpstreamAttempt{}).Count(&rows)
-	db.Model(&models.UpstreamAttempt{}).Select("COALESCE(SUM(count), 0)").Scan(&sum)
+	db.Gorm.Model(&models.UpstreamAttempt{}).Count(&rows)
+	db.Gorm.Model(&models.UpstreamAttempt{}).Select("COALESCE(SUM(count), 0)").Scan(&sum)
 	if sum != calls || rows > 100 {
 		t.Errorf("%d calls stored in %d rows counting %d; want every call counted in a few rows", calls, rows, sum)
 	}

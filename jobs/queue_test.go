@@ -20,7 +20,7 @@ func TestQueueIndexesTakeInsertsDirectly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var off []string
-	if err := db.Raw(`SELECT relname FROM pg_class WHERE relkind = 'i' AND reloptions @> ARRAY['fastupdate=off'] ORDER BY relname`).
+	if err := db.Gorm.Raw(`SELECT relname FROM pg_class WHERE relkind = 'i' AND reloptions @> ARRAY['fastupdate=off'] ORDER BY relname`).
 		Scan(&off).Error; err != nil {
 		t.Fatal(err)
 	}

@@ -257,7 +257,7 @@ func lockAccount(tx *gorm.DB, tenantID, accountID string) (*Account, error) {
 func (a *App) issueAccountKey(tx *gorm.DB, acc *Account) (*APIKey, string, error) {
 	plain := NewAPIKey()
 	k := &APIKey{ID: NewID(), Hash: HashKey(plain), Kind: "account", TenantID: acc.TenantID, AccountID: &acc.ID,
-		Sealed: a.Sealer.Seal(plain), CreatedAt: a.Now().UTC()}
+		Sealed: a.sealer.Seal(plain), CreatedAt: a.Now().UTC()}
 	if err := tx.Create(k).Error; err != nil {
 		return nil, "", err
 	}
@@ -279,7 +279,7 @@ func (a *App) accountView(acc *Account, key *APIKey) AccountView {
 	v := AccountView{ID: acc.ID, Email: acc.Email, Nickname: acc.Nickname, Shared: acc.Shared, Credits: acc.Credits,
 		Disabled: acc.Disabled, CreatedAt: acc.CreatedAt.UTC()}
 	if key != nil && key.Sealed != "" {
-		if plain, err := a.Sealer.Open(key.Sealed); err == nil {
+		if plain, err := a.sealer.Open(key.Sealed); err == nil {
 			v.APIKey = &plain
 		}
 	}

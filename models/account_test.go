@@ -33,7 +33,7 @@ func TestCreateAccountValidates(t *testing.T) {
 		})
 	}
 	var n int64
-	app.DB.Model(&models.Account{}).Count(&n)
+	app.DB.Gorm.Model(&models.Account{}).Count(&n)
 	if n != 0 {
 		t.Fatalf("%d accounts after refused creations", n)
 	}
@@ -78,7 +78,7 @@ func TestCreateAccountModesAndKeys(t *testing.T) {
 		t.Errorf("normalised e-mail and default nickname: %+v / %+v", list[0], list[3])
 	}
 	var stored models.APIKey
-	app.DB.First(&stored, "account_id = ?", list[1].ID)
+	app.DB.Gorm.First(&stored, "account_id = ?", list[1].ID)
 	if stored.Hash != models.HashKey(*list[1].APIKey) || stored.Sealed == "" || stored.Sealed == *list[1].APIKey {
 		t.Errorf("account key must be stored as a hash plus a sealed copy")
 	}

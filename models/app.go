@@ -16,8 +16,8 @@ import (
 type App struct {
 	DB     *DB
 	Config Config
-	Secret []byte
-	Sealer *Sealer
+	secret []byte
+	sealer *Sealer
 	Admin  *AdminActions
 	// Now is the clock; tests replace it.
 	Now     func() time.Time
@@ -44,8 +44,8 @@ func NewApp(ctx context.Context, db *DB, cfg Config, deps Deps) (*App, error) {
 			return nil, err
 		}
 	}
-	a.Secret = []byte(secret)
-	a.Sealer = NewSealer(a.Secret)
+	a.secret = []byte(secret)
+	a.sealer = NewSealer(a.secret)
 	a.Admin = NewAdminActions(a)
 	return a, nil
 }

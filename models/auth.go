@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net"
 	"net/netip"
@@ -193,4 +194,17 @@ func AddressKey(remoteAddr string) string {
 		}
 	}
 	return ip.String()
+}
+
+// SealCookie seals a value a surface keeps in a browser cookie (the console's flash message) with the
+// service secret; OpenCookie opens it (an error for a value it did not seal).
+func (au *AuthService) SealCookie(v string) string { return au.a.sealer.Seal(v) }
+
+// OpenCookie opens a value sealed by SealCookie.
+func (au *AuthService) OpenCookie(v string) (string, error) { return au.a.sealer.Open(v) }
+
+// SignForm returns the token of a form bound to value (the browser's pre-session cookie) for purpose,
+// signed with the service secret; a surface compares it with models.EqualHash.
+func (au *AuthService) SignForm(purpose, value string) string {
+	return base64.RawURLEncoding.EncodeToString(Sign(au.a.secret, purpose, []byte(value)))
 }

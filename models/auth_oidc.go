@@ -100,7 +100,7 @@ func (au *AuthService) OIDCStart(ctx context.Context, returnPath string) (authUR
 	f := oidcFlow{State: fl.State, Nonce: fl.Nonce, Verifier: fl.Verifier, Return: returnPath, Expires: a.Now().Add(OIDCFlowTTL).Unix()}
 	raw, _ := json.Marshal(f)
 	payload := base64.RawURLEncoding.EncodeToString(raw)
-	cookie = payload + "." + base64.RawURLEncoding.EncodeToString(Sign(a.Secret, "oidc-flow", []byte(payload)))
+	cookie = payload + "." + base64.RawURLEncoding.EncodeToString(Sign(a.secret, "oidc-flow", []byte(payload)))
 	return authURL, cookie, nil
 }
 
@@ -111,7 +111,7 @@ func (a *App) openFlow(cookie string) (*oidcFlow, error) {
 	if !ok {
 		return nil, bad
 	}
-	want := base64.RawURLEncoding.EncodeToString(Sign(a.Secret, "oidc-flow", []byte(payload)))
+	want := base64.RawURLEncoding.EncodeToString(Sign(a.secret, "oidc-flow", []byte(payload)))
 	if !EqualHash(sig, want) {
 		return nil, bad
 	}

@@ -25,7 +25,7 @@ type RegisterInput struct {
 
 // emailCodeHash binds a registration code to its address under the service secret.
 func (a *App) emailCodeHash(email, code string) string {
-	return hex.EncodeToString(Sign(a.Secret, "email-code", []byte(email+"\n"+code)))
+	return hex.EncodeToString(Sign(a.secret, "email-code", []byte(email+"\n"+code)))
 }
 
 // SendRegistrationCode e-mails a six-digit code for registering email. It is limited per e-mail address

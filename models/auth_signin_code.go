@@ -16,7 +16,7 @@ import (
 
 // signInCodeHash binds a sign-in code to its address; its own purpose keeps it from registering.
 func (a *App) signInCodeHash(email, code string) string {
-	return hex.EncodeToString(Sign(a.Secret, "signin-code", []byte(email+"\n"+code)))
+	return hex.EncodeToString(Sign(a.secret, "signin-code", []byte(email+"\n"+code)))
 }
 
 // maxCodeAttempts is how many wrong sign-in codes an address takes: each wrong code counts against every

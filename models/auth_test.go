@@ -42,7 +42,7 @@ func TestDeviceAuthorizationStates(t *testing.T) {
 	now := time.Now().UTC()
 	app.Now = func() time.Time { return now }
 	u := models.User{ID: models.NewID(), Email: "d@example.com"}
-	if err := app.DB.Create(&u).Error; err != nil {
+	if err := app.DB.Gorm.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
 	answer := func(code string) string {
@@ -118,7 +118,7 @@ func TestPasswordOfAThirdPartyAccount(t *testing.T) {
 	ctx := context.Background()
 	sub := "issuer|x"
 	u := models.User{ID: models.NewID(), Email: "oidc@example.com", OIDCSubject: &sub}
-	if err := app.DB.Create(&u).Error; err != nil {
+	if err := app.DB.Gorm.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
 	if _, err := app.Auth().Authenticate(ctx, u.Email, "", "192.0.2.1"); models.KindOf(err) != models.KindInvalid {
@@ -158,7 +158,7 @@ func TestSignInCodeSetsANewPassword(t *testing.T) {
 		return m[len(m)-1][1]
 	}
 	u := models.User{ID: models.NewID(), Email: "buyer@example.com", Nickname: "buyer"}
-	if err := app.DB.Create(&u).Error; err != nil {
+	if err := app.DB.Gorm.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := app.Auth().SendSignInCode(ctx, "nobody@example.com", "192.0.2.1"); err != nil || codeRE.MatchString(logs.String()) {

@@ -39,7 +39,7 @@ func newClaim(t *testing.T, app *models.App, tenant *models.Identity, credits in
 func claimLedgerRows(t *testing.T, app *models.App, kind, ref string) int64 {
 	t.Helper()
 	var n int64
-	if err := app.DB.Model(&models.LedgerEntry{}).Where("kind = ? AND ref = ?", kind, ref).Count(&n).Error; err != nil {
+	if err := app.DB.Gorm.Model(&models.LedgerEntry{}).Where("kind = ? AND ref = ?", kind, ref).Count(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -70,7 +70,7 @@ func TestClaimCreateDeductsGatesAndRecords(t *testing.T) {
 		t.Fatalf("spendable = %d, want 70", ten.Spendable)
 	}
 	var tpl models.Template
-	app.DB.First(&tpl, "id = ?", id)
+	app.DB.Gorm.First(&tpl, "id = ?", id)
 	if !tpl.Gated {
 		t.Fatal("bundled template is not gated")
 	}
@@ -85,7 +85,7 @@ func TestClaimCreateUnmeteredRecordsWithoutDeducting(t *testing.T) {
 	tenant := newTenant(t, app, models.TenantInput{Unmetered: true})
 	c := newClaim(t, app, tenant, 500, platformTemplate(t, app, "poster"))
 	var row models.LedgerEntry
-	if err := app.DB.First(&row, "kind = ? AND ref = ?", models.LedgerClaim, c.Code).Error; err != nil {
+	if err := app.DB.Gorm.First(&row, "kind = ? AND ref = ?", models.LedgerClaim, c.Code).Error; err != nil {
 		t.Fatalf("no claim ledger row for an unmetered tenant: %v", err)
 	}
 	if row.Delta != 0 || c.CreditsBalanceAfter != 0 {
@@ -103,7 +103,7 @@ func TestClaimCreateInsufficientChangesNothing(t *testing.T) {
 		t.Fatalf("err = %v, want conflict with need 11, have 10", err)
 	}
 	var tpl models.Template
-	app.DB.First(&tpl, "id = ?", id)
+	app.DB.Gorm.First(&tpl, "id = ?", id)
 	ten, _ := app.Accounts().TenantSettings(context.Background(), tenant)
 	if tpl.Gated || ten.Spendable != 10 {
 		t.Fatalf("after refusal: gated %v, spendable %d", tpl.Gated, ten.Spendable)
@@ -146,13 +146,13 @@ func redeemRace(t *testing.T, n int) {
 		t.Fatalf("grant ledger rows = %d, want 1", rows)
 	}
 	var users []models.User
-	app.DB.Find(&users)
+	app.DB.Gorm.Find(&users)
 	if len(users) != 1 || users[0].Credits != 25 {
 		t.Fatalf("users = %+v, want one holding 25 credits", users)
 	}
 	var grants, redemptions int64
-	app.DB.Model(&models.TemplateGrant{}).Count(&grants)
-	app.DB.Model(&models.ClaimRedemption{}).Count(&redemptions)
+	app.DB.Gorm.Model(&models.TemplateGrant{}).Count(&grants)
+	app.DB.Gorm.Model(&models.ClaimRedemption{}).Count(&redemptions)
 	if grants != 1 || redemptions != 1 {
 		t.Fatalf("grants %d, redemptions %d, want 1 and 1", grants, redemptions)
 	}
@@ -167,7 +167,7 @@ func claimWarmPool(app *models.App, n int) {
 	}
 	var wg sync.WaitGroup
 	for range n {
-		wg.Go(func() { app.DB.Exec("SELECT pg_sleep(0.05)") })
+		wg.Go(func() { app.DB.Gorm.Exec("SELECT pg_sleep(0.05)") })
 	}
 	wg.Wait()
 }
@@ -215,14 +215,14 @@ func TestClaimRedeemReusesAccountAndRefusesDisabled(t *testing.T) {
 	id := platformTemplate(t, app, "poster")
 	existing := newUser(t, app, 5)
 	var u models.User
-	app.DB.First(&u, "id = ?", existing.UserID)
+	app.DB.Gorm.First(&u, "id = ?", existing.UserID)
 
 	first := newClaim(t, app, tenant, 10, id)
 	if _, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: first.Code, Nickname: "new name", Email: u.Email}, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 	var after models.User
-	app.DB.First(&after, "id = ?", u.ID)
+	app.DB.Gorm.First(&after, "id = ?", u.ID)
 	if after.Credits != 15 || after.Nickname != u.Nickname {
 		t.Fatalf("existing account after redeem: credits %d nickname %q, want 15 and unchanged", after.Credits, after.Nickname)
 	}
@@ -314,14 +314,14 @@ func TestClaimForAnExistingAccountSignsNobodyIn(t *testing.T) {
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
 	victim := newUser(t, app, 5)
 	var u models.User
-	app.DB.First(&u, "id = ?", victim.UserID)
+	app.DB.Gorm.First(&u, "id = ?", victim.UserID)
 	code := newClaim(t, app, tenant, 1, platformTemplate(t, app, "poster"))
 	red, err := app.Claims().RedeemClaim(ctx, models.RedeemInput{Code: code.Code, Nickname: "attacker", Email: u.Email}, "192.0.2.1")
 	if err != nil || red.Token != nil || red.TokenExpiresAt != nil || !red.SignInRequired || red.Credits != 1 {
 		t.Fatalf("redeem for an existing account: %v, %+v: want the grant, no token, sign_in_required", err, red)
 	}
 	var after models.User
-	app.DB.First(&after, "id = ?", u.ID)
+	app.DB.Gorm.First(&after, "id = ?", u.ID)
 	if after.Credits != 6 || after.PasswordHash != u.PasswordHash || after.TokenVersion != u.TokenVersion {
 		t.Fatalf("existing account after redeem: credits %d, password or logins changed %v", after.Credits,
 			after.PasswordHash != u.PasswordHash || after.TokenVersion != u.TokenVersion)

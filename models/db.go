@@ -34,7 +34,8 @@ const (
 
 // DB is the service's database: GORM over its connection pools, with its dialect.
 type DB struct {
-	*gorm.DB
+	// Gorm is the ORM over the requests' pool (WithContext is the usual way in).
+	Gorm    *gorm.DB
 	SQL     *sql.DB // the pool of requests (and of everything not marked as background work)
 	Work    *sql.DB // on PostgreSQL, the pool of background work (WorkContext); on SQLite, SQL itself
 	Dialect Dialect
@@ -93,7 +94,7 @@ func OpenDBConns(ctx context.Context, rawURL string, maxConns int) (*DB, error) 
 		sqlDB.SetMaxOpenConns(1)
 		sqlDB.SetConnMaxLifetime(0)
 		db.SQL, db.Work = sqlDB, sqlDB
-		db.DB, err = gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", Conn: sqlDB}), gcfg)
+		db.Gorm, err = gorm.Open(sqlite.New(sqlite.Config{DriverName: "sqlite", Conn: sqlDB}), gcfg)
 		if err != nil {
 			return nil, fmt.Errorf("database: sqlite %s: %w", dsn, err)
 		}
@@ -116,7 +117,7 @@ func OpenDBConns(ctx context.Context, rawURL string, maxConns int) (*DB, error) 
 			return d
 		}
 		db.SQL, db.Work = open(db.Conns.Requests), open(db.Conns.Work)
-		db.DB, err = gorm.Open(postgres.New(postgres.Config{Conn: &pools{requests: db.SQL, work: db.Work}}), gcfg)
+		db.Gorm, err = gorm.Open(postgres.New(postgres.Config{Conn: &pools{requests: db.SQL, work: db.Work}}), gcfg)
 		if err != nil {
 			db.Close()
 			return nil, fmt.Errorf("database: postgres: %w", err)
@@ -209,6 +210,9 @@ func planArgs(ctx context.Context, args []any) []any {
 func (p *pools) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
 	return p.of(ctx).BeginTx(ctx, opts)
 }
+
+// WithContext returns the ORM for statements run under ctx.
+func (db *DB) WithContext(ctx context.Context) *gorm.DB { return db.Gorm.WithContext(ctx) }
 
 // GetDBConn is what gorm.DB.DB() returns: the requests' pool.
 func (p *pools) GetDBConn() (*sql.DB, error) { return p.requests, nil }

@@ -38,7 +38,7 @@ func readyCache(t *testing.T, app *models.App) {
 // dropKeyBehindTheCache deletes a key row without announcing it, as only a broken change path would.
 func dropKeyBehindTheCache(t *testing.T, app *models.App, key string) {
 	t.Helper()
-	if err := app.DB.Where("hash = ?", models.HashKey(key)).Delete(&models.APIKey{}).Error; err != nil {
+	if err := app.DB.Gorm.Where("hash = ?", models.HashKey(key)).Delete(&models.APIKey{}).Error; err != nil {
 		t.Fatal(err)
 	}
 }

@@ -256,7 +256,7 @@ func (js *JobService) CallbackKey(ctx context.Context, j *Job) ([]byte, error) {
 // replica and needs no storage. The person reads it in GET /api/whoami and on the console.
 func (js *JobService) UserCallbackSecret(userID string) string {
 	a := js.a
-	return "whsec_" + base64.StdEncoding.EncodeToString(Sign(a.Secret, "callback", []byte(userID)))
+	return "whsec_" + base64.StdEncoding.EncodeToString(Sign(a.secret, "callback", []byte(userID)))
 }
 
 // CallbackSecretKey decodes a `whsec_` secret into its HMAC key.

@@ -95,7 +95,7 @@ func TestGroupedSubmitsChargedCallByCall(t *testing.T) {
 		t.Fatalf("balance %d after the batch, want 0", b.Credits)
 	}
 	var jobs int64
-	if err := app.DB.Model(&models.Job{}).Count(&jobs).Error; err != nil || jobs != covered {
+	if err := app.DB.Gorm.Model(&models.Job{}).Count(&jobs).Error; err != nil || jobs != covered {
 		t.Fatalf("%d jobs stored (%v), want %d", jobs, err, covered)
 	}
 }

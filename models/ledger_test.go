@@ -61,7 +61,7 @@ func newMember(t *testing.T, app *models.App, tenant *models.Identity, in models
 func newUser(t *testing.T, app *models.App, credits int64) *models.Identity {
 	t.Helper()
 	u := models.User{ID: models.NewID(), Email: models.NewID()[:8] + "@example.com"}
-	if err := app.DB.Create(&u).Error; err != nil {
+	if err := app.DB.Gorm.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
 	if credits != 0 {
@@ -94,7 +94,7 @@ func pool(t *testing.T, app *models.App, tenant *models.Identity) *models.Tenant
 func accountCredits(t *testing.T, app *models.App, id *models.Identity) int64 {
 	t.Helper()
 	var acc models.Account
-	if err := app.DB.First(&acc, "id = ?", id.AccountID).Error; err != nil {
+	if err := app.DB.Gorm.First(&acc, "id = ?", id.AccountID).Error; err != nil {
 		t.Fatal(err)
 	}
 	return acc.Credits
@@ -103,7 +103,7 @@ func accountCredits(t *testing.T, app *models.App, id *models.Identity) int64 {
 func userCredits(t *testing.T, app *models.App, id *models.Identity) int64 {
 	t.Helper()
 	var u models.User
-	if err := app.DB.First(&u, "id = ?", id.UserID).Error; err != nil {
+	if err := app.DB.Gorm.First(&u, "id = ?", id.UserID).Error; err != nil {
 		t.Fatal(err)
 	}
 	return u.Credits
@@ -115,7 +115,7 @@ func assertLedgerSound(t *testing.T, app *models.App) {
 	t.Helper()
 	sum := func(where string, args ...any) int64 {
 		var s int64
-		if err := app.DB.Model(&models.LedgerEntry{}).Where(where, args...).Select("COALESCE(SUM(delta), 0)").Scan(&s).Error; err != nil {
+		if err := app.DB.Gorm.Model(&models.LedgerEntry{}).Where(where, args...).Select("COALESCE(SUM(delta), 0)").Scan(&s).Error; err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -123,9 +123,9 @@ func assertLedgerSound(t *testing.T, app *models.App) {
 	var tenants []models.Tenant
 	var accounts []models.Account
 	var users []models.User
-	app.DB.Find(&tenants)
-	app.DB.Find(&accounts)
-	app.DB.Find(&users)
+	app.DB.Gorm.Find(&tenants)
+	app.DB.Gorm.Find(&accounts)
+	app.DB.Gorm.Find(&users)
 	dedicated := map[string]int64{}
 	for _, a := range accounts {
 		if got := sum("balance = ? AND account_id = ?", models.BalanceAccount, a.ID); got != a.Credits {
@@ -158,7 +158,7 @@ func assertLedgerSound(t *testing.T, app *models.App) {
 		}
 	}
 	var negative int64
-	app.DB.Model(&models.LedgerEntry{}).Where("after < 0").Count(&negative)
+	app.DB.Gorm.Model(&models.LedgerEntry{}).Where("after < 0").Count(&negative)
 	if negative != 0 {
 		t.Errorf("%d ledger rows record a negative balance", negative)
 	}
@@ -246,7 +246,7 @@ func TestInsufficientCreditsDeductNothing(t *testing.T) {
 		t.Errorf("something was deducted: pool %d/%d", p.Spendable, p.Reserved)
 	}
 	var charges int64
-	app.DB.Model(&models.LedgerEntry{}).Where("kind = ?", models.LedgerCharge).Count(&charges)
+	app.DB.Gorm.Model(&models.LedgerEntry{}).Where("kind = ?", models.LedgerCharge).Count(&charges)
 	if charges != 0 {
 		t.Errorf("%d charge rows after refused charges", charges)
 	}
@@ -360,7 +360,7 @@ func TestAllocationWritesOneLedgerTransaction(t *testing.T) {
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr(int64(40))})
 	member := newMember(t, app, tenant, models.AccountInput{Credits: ptr(int64(15))})
 	var rows []models.LedgerEntry
-	app.DB.Where("kind = ?", models.LedgerAllocate).Order("id").Find(&rows)
+	app.DB.Gorm.Where("kind = ?", models.LedgerAllocate).Order("id").Find(&rows)
 	if len(rows) != 3 {
 		t.Fatalf("allocate rows = %d, want 3", len(rows))
 	}
@@ -379,7 +379,7 @@ func TestAllocationWritesOneLedgerTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var release []models.LedgerEntry
-	app.DB.Where("kind = ?", models.LedgerRelease).Find(&release)
+	app.DB.Gorm.Where("kind = ?", models.LedgerRelease).Find(&release)
 	if len(release) != 3 {
 		t.Fatalf("release rows = %d, want 3", len(release))
 	}
@@ -427,7 +427,7 @@ func TestRefundJobOnceUnderConcurrency(t *testing.T) {
 		if id.AccountID != "" {
 			job.AccountID = &id.AccountID
 		}
-		if err := app.DB.Create(&job).Error; err != nil {
+		if err := app.DB.Gorm.Create(&job).Error; err != nil {
 			t.Fatal(err)
 		}
 		n := refundConcurrently(t, app, 10, func(tx *gorm.DB) (bool, error) {
@@ -442,7 +442,7 @@ func TestRefundJobOnceUnderConcurrency(t *testing.T) {
 		t.Errorf("after refunds: pool %d/%d, member %d; want 5/5 and 5", p.Spendable, p.Reserved, accountCredits(t, app, member))
 	}
 	var refunds int64
-	app.DB.Model(&models.LedgerEntry{}).Where("kind = ?", models.LedgerRefund).Count(&refunds)
+	app.DB.Gorm.Model(&models.LedgerEntry{}).Where("kind = ?", models.LedgerRefund).Count(&refunds)
 	if refunds != 3 { // tenant: spendable; member: account and reserved
 		t.Errorf("refund rows = %d, want 3", refunds)
 	}
@@ -458,7 +458,7 @@ func TestRefundVideoOnceUnderConcurrency(t *testing.T) {
 	}
 	task := models.VideoTask{ID: models.NewID(), UserID: &user.UserID, Status: "cancelled", Model: "vidB-H3", Resolution: "720p",
 		Duration: 5, Credits: c.Amount, ChargedTo: c.ChargedTo}
-	if err := app.DB.Create(&task).Error; err != nil {
+	if err := app.DB.Gorm.Create(&task).Error; err != nil {
 		t.Fatal(err)
 	}
 	n := refundConcurrently(t, app, 10, func(tx *gorm.DB) (bool, error) {
@@ -469,7 +469,7 @@ func TestRefundVideoOnceUnderConcurrency(t *testing.T) {
 		t.Errorf("%d refunds, credits %d; want 1 and 12", n, userCredits(t, app, user))
 	}
 	var stored models.VideoTask
-	app.DB.First(&stored, "id = ?", task.ID)
+	app.DB.Gorm.First(&stored, "id = ?", task.ID)
 	if stored.RefundedAt == nil {
 		t.Error("refunded_at not set")
 	}
@@ -610,7 +610,7 @@ func TestChargeRowsCarryTheBalanceAfter(t *testing.T) {
 	last := func(tenantID string) models.LedgerEntry {
 		t.Helper()
 		var e models.LedgerEntry
-		if err := app.DB.Where("tenant_id = ? AND kind = ?", tenantID, models.LedgerCharge).Order("id DESC").First(&e).Error; err != nil {
+		if err := app.DB.Gorm.Where("tenant_id = ? AND kind = ?", tenantID, models.LedgerCharge).Order("id DESC").First(&e).Error; err != nil {
 			t.Fatal(err)
 		}
 		return e

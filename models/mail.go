@@ -68,7 +68,7 @@ func (a *App) queueMailTx(tx *gorm.DB, to, subject, body string) (sendNow func(c
 		return func(ctx context.Context) error { return a.Auth().SendMail(ctx, to, subject, body) }, nil
 	}
 	raw, _ := json.Marshal(queuedMail{To: to, Subject: subject, Body: body})
-	if err := a.enqueue(tx, Work{Kind: WorkMail, Payload: a.Sealer.Seal(string(raw))}); err != nil {
+	if err := a.enqueue(tx, Work{Kind: WorkMail, Payload: a.sealer.Seal(string(raw))}); err != nil {
 		return nil, Internal("mail: queue", err)
 	}
 	return func(context.Context) error { return nil }, nil
@@ -78,7 +78,7 @@ func (a *App) queueMailTx(tx *gorm.DB, to, subject, body string) (sendNow func(c
 // payload that cannot be opened (the service secret changed) is KindInvalid: retrying cannot help.
 func (au *AuthService) DeliverQueuedMail(ctx context.Context, sealed string) error {
 	a := au.a
-	plain, err := a.Sealer.Open(sealed)
+	plain, err := a.sealer.Open(sealed)
 	if err != nil {
 		return Invalid("mail: the queued message cannot be opened with this service secret")
 	}

@@ -58,7 +58,7 @@ func TestMigrateFromTwoReplicasAtOnce(t *testing.T) {
 	}
 	defer db.Close()
 	var versions []int
-	db.Raw("SELECT version FROM schema_migrations ORDER BY version").Scan(&versions)
+	db.Gorm.Raw("SELECT version FROM schema_migrations ORDER BY version").Scan(&versions)
 	if len(versions) != len(models.Migrations) {
 		t.Fatalf("schema_migrations = %v, want each of the %d versions once", versions, len(models.Migrations))
 	}
@@ -89,7 +89,7 @@ func TestUpgradeEndsTheLoginsOfClaimedAccounts(t *testing.T) {
 	tenant := newTenant(t, app, models.TenantInput{Credits: ptr[int64](100)})
 	victim, bystander := newUser(t, app, 0), newUser(t, app, 0)
 	var v models.User
-	app.DB.First(&v, "id = ?", victim.UserID)
+	app.DB.Gorm.First(&v, "id = ?", victim.UserID)
 	// Tokens issued at version 0 carry no version, as every token of version 4 did.
 	victimToken, _, err := app.Auth().IssueUserToken(victim.UserID, time.Hour)
 	if err != nil {
@@ -105,14 +105,14 @@ func TestUpgradeEndsTheLoginsOfClaimedAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Back to version 4: without the columns and the step of version 5; then the upgrade, as a restart.
-	m := app.DB.Migrator()
+	m := app.DB.Gorm.Migrator()
 	if err := m.DropColumn(&models.User{}, "TokenVersion"); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.DropColumn(&models.EmailCode{}, "Attempts"); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.DB.Exec("DELETE FROM schema_migrations WHERE version = 5").Error; err != nil {
+	if err := app.DB.Gorm.Exec("DELETE FROM schema_migrations WHERE version = 5").Error; err != nil {
 		t.Fatal(err)
 	}
 	app.DB.Close()

@@ -96,7 +96,7 @@ func TestReverseChargeIsRefundedOnce(t *testing.T) {
 		t.Fatalf("ledger audit: %v %v", problems, err)
 	}
 	var n int64
-	app.DB.Model(&models.LedgerEntry{}).Where("kind = ? AND ref LIKE ?", models.LedgerRefund, "reverse:%").Count(&n)
+	app.DB.Gorm.Model(&models.LedgerEntry{}).Where("kind = ? AND ref LIKE ?", models.LedgerRefund, "reverse:%").Count(&n)
 	if n < 3 {
 		t.Fatalf("%d refund rows, want at least one per reading", n)
 	}

@@ -20,13 +20,13 @@ func TestTenantStatsFromJobRecords(t *testing.T) {
 	}
 	job := func(tenantID string, status string, elapsed int64, cost float64, age time.Duration) string {
 		j := models.Job{ID: models.NewID(), TenantID: &tenantID, Status: status, ElapsedMS: elapsed, CostUSD: cost, CreatedAt: now.Add(-age)}
-		if err := app.DB.Create(&j).Error; err != nil {
+		if err := app.DB.Gorm.Create(&j).Error; err != nil {
 			t.Fatal(err)
 		}
 		return j.ID
 	}
 	attempt := func(jobID string, age time.Duration) {
-		if err := app.DB.Create(&models.UpstreamAttempt{Upstream: "img-a", JobID: jobID, OK: true, At: now.Add(-age)}).Error; err != nil {
+		if err := app.DB.Gorm.Create(&models.UpstreamAttempt{Upstream: "img-a", JobID: jobID, OK: true, At: now.Add(-age)}).Error; err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -43,7 +43,7 @@ func TestTenantStatsFromJobRecords(t *testing.T) {
 	job(other.TenantID, "done", 5, 5, 90*time.Minute)
 	task := models.VideoTask{ID: models.NewID(), TenantID: &tenant.TenantID, Status: "done", Model: "vidB-H3", Resolution: "720p",
 		Duration: 5, Credits: 10, CostUSD: 0.5, CreatedAt: now.Add(-3 * time.Hour)}
-	if err := app.DB.Create(&task).Error; err != nil {
+	if err := app.DB.Gorm.Create(&task).Error; err != nil {
 		t.Fatal(err)
 	}
 	attempt(task.ID, 3*time.Hour)

@@ -38,7 +38,7 @@ func tplTenant(t *testing.T, app *models.App, name string) *models.Identity {
 func tplUser(t *testing.T, app *models.App) *models.Identity {
 	t.Helper()
 	u := models.User{ID: models.NewID(), Email: models.NewID()[:8] + "@example.com"}
-	if err := app.DB.Create(&u).Error; err != nil {
+	if err := app.DB.Gorm.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
 	return &models.Identity{Kind: models.IdentityUser, UserID: u.ID}
@@ -162,7 +162,7 @@ func TestCreateTemplateValidation(t *testing.T) {
 		})
 	}
 	var n int64
-	app.DB.Model(&models.Template{}).Count(&n)
+	app.DB.Gorm.Model(&models.Template{}).Count(&n)
 	if want := int64(9); n != want {
 		t.Fatalf("templates stored = %d, want %d (only the valid ones)", n, want)
 	}
@@ -194,21 +194,21 @@ func TestCreateTemplateOwnershipAndSlugs(t *testing.T) {
 	wantErr(t, err, 0, "")
 
 	var stored models.Template
-	app.DB.First(&stored, "id = ?", tv.ID)
+	app.DB.Gorm.First(&stored, "id = ?", tv.ID)
 	if stored.TenantID == nil || *stored.TenantID != tenant.TenantID || stored.UserID != nil || stored.AuthorKind != "tenant" || stored.AuthorID != tenant.TenantID {
 		t.Fatalf("tenant template ownership = %+v", stored)
 	}
 	uv, err := app.Templates().CreateTemplate(ctx, user, imageInput(spec))
 	wantErr(t, err, 0, "")
 	stored = models.Template{}
-	app.DB.First(&stored, "id = ?", uv.ID)
+	app.DB.Gorm.First(&stored, "id = ?", uv.ID)
 	if stored.TenantID != nil || stored.UserID == nil || *stored.UserID != user.UserID || stored.AuthorKind != "user" {
 		t.Fatalf("personal template ownership = %+v", stored)
 	}
 	av, err := app.Templates().CreateTemplate(ctx, tplAdmin, imageInput(spec))
 	wantErr(t, err, 0, "")
 	stored = models.Template{}
-	app.DB.First(&stored, "id = ?", av.ID)
+	app.DB.Gorm.First(&stored, "id = ?", av.ID)
 	if !stored.IsPlatform() || stored.AuthorKind != "admin" || av.Source != "platform" {
 		t.Fatalf("platform template = %+v, view source %q", stored, av.Source)
 	}
@@ -236,7 +236,7 @@ func TestCreateTemplateTxJoinsTheCallersTransaction(t *testing.T) {
 		t.Fatalf("tx error = %v", err)
 	}
 	var n int64
-	app.DB.Model(&models.Template{}).Count(&n)
+	app.DB.Gorm.Model(&models.Template{}).Count(&n)
 	if n != 0 {
 		t.Fatalf("templates after rollback = %d, want 0", n)
 	}
@@ -278,7 +278,7 @@ func TestUpdateTemplateRules(t *testing.T) {
 		})
 	}
 	var got models.Template
-	app.DB.First(&got, "id = ?", tv.ID)
+	app.DB.Gorm.First(&got, "id = ?", tv.ID)
 	if got.Description != "new" || got.Ratio != "9:16" || got.ZhName != "海报" {
 		t.Fatalf("after patch: %+v", got)
 	}
@@ -468,7 +468,7 @@ func newVisibilityFixture(t *testing.T) *visibilityFixture {
 	if err != nil {
 		t.Fatalf("gate: %v", err)
 	}
-	if err := app.DB.Create(&models.TemplateGrant{UserID: f.buyer.UserID, TemplateID: f.gated, Code: "promo-x"}).Error; err != nil {
+	if err := app.DB.Gorm.Create(&models.TemplateGrant{UserID: f.buyer.UserID, TemplateID: f.gated, Code: "promo-x"}).Error; err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -553,7 +553,7 @@ func TestVisibilityRule(t *testing.T) {
 
 	// The tenant recorded on a claim code bundling the gated template sees it in full.
 	ids, _ := json.Marshal([]string{f.gated})
-	if err := app.DB.Create(&models.ClaimCode{Code: "promo-b1", TenantID: f.b.TenantID, Credits: 1, TemplateIDs: datatypes.JSON(ids)}).Error; err != nil {
+	if err := app.DB.Gorm.Create(&models.ClaimCode{Code: "promo-b1", TenantID: f.b.TenantID, Credits: 1, TemplateIDs: datatypes.JSON(ids)}).Error; err != nil {
 		t.Fatal(err)
 	}
 	if got := list(f.b, models.TemplateFilter{}); got["gated"].locked != "open" {
@@ -669,7 +669,7 @@ func TestGateTemplatesTxAndDelete(t *testing.T) {
 	err = app.Tx(ctx, func(tx *gorm.DB) error { return app.Templates().GateTemplatesTx(tx, []string{v.ID, models.NewID()}) })
 	wantErr(t, err, models.KindNotFound, "template not found")
 	var got models.Template
-	app.DB.First(&got, "id = ?", v.ID)
+	app.DB.Gorm.First(&got, "id = ?", v.ID)
 	if got.Gated {
 		t.Fatal("gated after a failed GateTemplatesTx")
 	}

@@ -103,7 +103,7 @@ func TestUploadFileStoresByDetectedTypeAndCounts(t *testing.T) {
 		t.Fatalf("third upload: got %v, want rate limited with a retry time", err)
 	}
 	var n int64
-	app.DB.Model(&models.Upload{}).Count(&n)
+	app.DB.Gorm.Model(&models.Upload{}).Count(&n)
 	if n != 2 {
 		t.Fatalf("rows = %d, want 2", n)
 	}
@@ -163,7 +163,7 @@ func TestPresignUploadStrategies(t *testing.T) {
 		})
 	}
 	var rows []models.Upload
-	app.DB.Find(&rows)
+	app.DB.Gorm.Find(&rows)
 	if len(rows) != 1 || rows[0].Committed || rows[0].MIME != "image/jpeg" || rows[0].Size != 2<<20 ||
 		!strings.HasPrefix(rows[0].Key, "uploads/tenant-"+tenant.TenantID+"/w/") || !strings.HasSuffix(rows[0].Key, ".jpg") {
 		t.Fatalf("rows = %+v, want one pending jpeg", rows)

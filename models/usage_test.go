@@ -84,7 +84,7 @@ func TestUsageColumnsAndAgents(t *testing.T) {
 		}
 	}
 	var agents int64
-	app.DB.Model(&models.UsageDaily{}).Where("tenant_id = ? AND agent_id = ?", tenant.TenantID, "writer").Count(&agents)
+	app.DB.Gorm.Model(&models.UsageDaily{}).Where("tenant_id = ? AND agent_id = ?", tenant.TenantID, "writer").Count(&agents)
 	if agents != 2 {
 		t.Errorf("rows of agent writer = %d, want 2", agents)
 	}
@@ -107,7 +107,7 @@ func TestRecordUsageBatchesAndFlushes(t *testing.T) {
 	app := newApp(t)
 	tenant := newTenant(t, app, models.TenantInput{})
 	rows := func() (n int64) {
-		app.DB.Model(&models.UsageDaily{}).Where("tenant_id = ?", tenant.TenantID).Select("COALESCE(SUM(count), 0)").Scan(&n)
+		app.DB.Gorm.Model(&models.UsageDaily{}).Where("tenant_id = ?", tenant.TenantID).Select("COALESCE(SUM(count), 0)").Scan(&n)
 		return n
 	}
 	for range 50 {

@@ -25,7 +25,7 @@ type loginClaims struct {
 func (au *AuthService) IssueUserToken(userID string, ttl time.Duration) (string, time.Time, error) {
 	a := au.a
 	var u User
-	if err := a.DB.Select("id, token_version").First(&u, "id = ?", userID).Error; err != nil {
+	if err := a.DB.Gorm.Select("id, token_version").First(&u, "id = ?", userID).Error; err != nil {
 		return "", time.Time{}, fmt.Errorf("login: read token version: %w", err)
 	}
 	return a.issueUserToken(&u, ttl)
@@ -51,7 +51,7 @@ func (a *App) issueUserToken(u *User, ttl time.Duration) (string, time.Time, err
 	return tok, exp, nil
 }
 
-func (a *App) jwtKey() []byte { return Sign(a.Secret, "jwt", nil) }
+func (a *App) jwtKey() []byte { return Sign(a.secret, "jwt", nil) }
 
 func (a *App) identityFromToken(token string) (*Identity, error) {
 	var claims loginClaims
@@ -65,7 +65,7 @@ func (a *App) identityFromToken(token string) (*Identity, error) {
 		return nil, errBadCredential
 	}
 	var u User
-	err = a.DB.First(&u, "id = ?", claims.Subject).Error
+	err = a.DB.Gorm.First(&u, "id = ?", claims.Subject).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) || (err == nil && u.Disabled) {
 		return nil, errBadCredential
 	}

@@ -112,12 +112,12 @@ func TestRegisterByEmailCodeAndInvitation(t *testing.T) {
 		t.Fatalf("expires_at %v is not 7 days away", exp)
 	}
 	var stored models.User
-	e.app.DB.First(&stored, "email = ?", "new@example.com")
+	e.app.DB.Gorm.First(&stored, "email = ?", "new@example.com")
 	if !strings.HasPrefix(stored.PasswordHash, "$2") || strings.Contains(stored.PasswordHash, "correct horse") {
 		t.Fatalf("password stored as %q, want a bcrypt hash", stored.PasswordHash)
 	}
 	var codes []models.EmailCode
-	e.app.DB.Find(&codes)
+	e.app.DB.Gorm.Find(&codes)
 	for _, c := range codes {
 		if strings.Contains(c.CodeHash, code) {
 			t.Fatal("the e-mail code is stored in clear")
@@ -137,7 +137,7 @@ func TestRegisterByEmailCodeAndInvitation(t *testing.T) {
 	// The code is checked before the address: a spent code says so, whether or not the address has an account.
 	e.call("POST", "/api/auth/register", "", map[string]any{"email": "second@example.com", "password": "password2",
 		"code": second, "invitation_code": e.invitation()}).expect(t, 400)
-	e.app.DB.Where("email = ?", "second@example.com").Delete(&models.User{})
+	e.app.DB.Gorm.Where("email = ?", "second@example.com").Delete(&models.User{})
 	r = e.call("POST", "/api/auth/register", "", map[string]any{"email": "second@example.com", "password": "password2",
 		"code": second, "invitation_code": e.invitation()}).expect(t, 400)
 	if !strings.Contains(r.str("error"), "already used") {
@@ -347,7 +347,7 @@ func TestDeviceAuthorizationFlow(t *testing.T) {
 		t.Fatalf("device start = %s", start.Body)
 	}
 	var row models.DeviceAuthorization
-	e.app.DB.First(&row, "user_code = ?", userCode)
+	e.app.DB.Gorm.First(&row, "user_code = ?", userCode)
 	if row.DeviceCodeHash == deviceCode || row.DeviceCodeHash != models.HashKey(deviceCode) {
 		t.Fatal("the device code is not stored hashed")
 	}
@@ -364,13 +364,13 @@ func TestDeviceAuthorizationFlow(t *testing.T) {
 	}
 	poll(400, "authorization_pending")
 	poll(400, "slow_down")
-	e.app.DB.First(&row, "user_code = ?", userCode)
+	e.app.DB.Gorm.First(&row, "user_code = ?", userCode)
 	if row.Interval != 10 {
 		t.Fatalf("interval after slow_down = %d, want 10", row.Interval)
 	}
 	now = now.Add(6 * time.Second) // past the first interval, within the new one: 15 s from now on
 	poll(400, "slow_down")
-	e.app.DB.First(&row, "user_code = ?", userCode)
+	e.app.DB.Gorm.First(&row, "user_code = ?", userCode)
 	if row.Interval != 15 {
 		t.Fatalf("interval after two slow_downs = %d, want 15", row.Interval)
 	}
@@ -693,7 +693,7 @@ func TestOIDCSignIn(t *testing.T) {
 		})
 	}
 	var n int64
-	e.app.DB.Model(&models.User{}).Where("email = ?", "m@example.com").Count(&n)
+	e.app.DB.Gorm.Model(&models.User{}).Where("email = ?", "m@example.com").Count(&n)
 	if n != 0 {
 		t.Fatal("a refused sign-in created an account")
 	}
@@ -745,7 +745,7 @@ func TestOIDCSignInES256(t *testing.T) {
 		})
 	}
 	var n int64
-	e.app.DB.Model(&models.User{}).Where("email = ?", "m@example.com").Count(&n)
+	e.app.DB.Gorm.Model(&models.User{}).Where("email = ?", "m@example.com").Count(&n)
 	if n != 0 {
 		t.Fatal("a refused sign-in created an account")
 	}
@@ -911,7 +911,7 @@ func TestOneInvitationRegistersOneAccount(t *testing.T) {
 		}
 	}
 	var users int64
-	e.app.DB.Model(&models.User{}).Count(&users)
+	e.app.DB.Gorm.Model(&models.User{}).Count(&users)
 	if ok != 1 || refused != len(emails)-1 || users != 1 {
 		t.Fatalf("%d registered, %d refused, %d accounts; want 1, %d, 1", ok, refused, users, len(emails)-1)
 	}

@@ -161,7 +161,7 @@ func TestBankConcurrentCredits(t *testing.T) {
 	waitUntil := time.Now().Add(20 * time.Second)
 	var open int64
 	for time.Now().Before(waitUntil) {
-		e.app.DB.Model(&models.Job{}).Where("status NOT IN ?", []string{"done", "failed"}).Count(&open)
+		e.app.DB.Gorm.Model(&models.Job{}).Where("status NOT IN ?", []string{"done", "failed"}).Count(&open)
 		if open == 0 {
 			break
 		}
@@ -210,13 +210,13 @@ func bankDrift(t *testing.T, e *env, granted int64) []string {
 	}
 	db := e.app.DB
 	var tenants []models.Tenant
-	if err := db.Find(&tenants).Error; err != nil {
+	if err := db.Gorm.Find(&tenants).Error; err != nil {
 		t.Fatal(err)
 	}
 	var held int64
 	for _, ten := range tenants {
 		var dedicated int64
-		db.Model(&models.Account{}).Where("tenant_id = ? AND shared = ?", ten.ID, false).Select("COALESCE(SUM(credits), 0)").Scan(&dedicated)
+		db.Gorm.Model(&models.Account{}).Where("tenant_id = ? AND shared = ?", ten.ID, false).Select("COALESCE(SUM(credits), 0)").Scan(&dedicated)
 		if ten.Reserved != dedicated {
 			out = append(out, fmt.Sprintf("tenant %s: reserved %d, dedicated credits of its members %d", ten.Name, ten.Reserved, dedicated))
 		}
@@ -226,7 +226,7 @@ func bankDrift(t *testing.T, e *env, granted int64) []string {
 		held += ten.Spendable + ten.Reserved
 	}
 	var spent int64
-	db.Model(&models.Job{}).Where("refunded_at IS NULL AND charged_to <> ?", models.ChargedUnmetered).Select("COALESCE(SUM(credits), 0)").Scan(&spent)
+	db.Gorm.Model(&models.Job{}).Where("refunded_at IS NULL AND charged_to <> ?", models.ChargedUnmetered).Select("COALESCE(SUM(credits), 0)").Scan(&spent)
 	if held+spent != granted {
 		out = append(out, fmt.Sprintf("granted %d credits, tenants hold %d and jobs not refunded cost %d: %d unaccounted",
 			granted, held, spent, granted-held-spent))

@@ -242,7 +242,7 @@ func TestChatIsCountedInUsageWithTheAgent(t *testing.T) {
 		t.Fatalf("usage today = %v, want 5 chat calls", today)
 	}
 	var rows []models.UsageDaily
-	e.app.DB.Where("tenant_id = ?", tenantID).Order("agent_id").Find(&rows)
+	e.app.DB.Gorm.Where("tenant_id = ?", tenantID).Order("agent_id").Find(&rows)
 	agents := map[string]int64{}
 	for _, row := range rows {
 		agents[row.AgentID] += row.Count

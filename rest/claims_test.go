@@ -36,7 +36,7 @@ func claimBearer(token string) map[string]string {
 func (e *env) templateGated(id string) bool {
 	e.t.Helper()
 	var t models.Template
-	if err := e.app.DB.First(&t, "id = ?", id).Error; err != nil {
+	if err := e.app.DB.Gorm.First(&t, "id = ?", id).Error; err != nil {
 		e.t.Fatal(err)
 	}
 	return t.Gated
@@ -148,7 +148,7 @@ func TestClaimCreatePreviewRedeemAndAccess(t *testing.T) {
 	}
 	e.expectPool(t, key, 70, 0)
 	var entry models.LedgerEntry
-	if err := e.app.DB.First(&entry, "kind = ? AND ref = ?", models.LedgerClaim, code).Error; err != nil || entry.Delta != -30 {
+	if err := e.app.DB.Gorm.First(&entry, "kind = ? AND ref = ?", models.LedgerClaim, code).Error; err != nil || entry.Delta != -30 {
 		t.Fatalf("claim ledger row = %+v %v", entry, err)
 	}
 
@@ -261,7 +261,7 @@ func TestClaimCreatePreviewRedeemAndAccess(t *testing.T) {
 		t.Fatalf("preview of a used code = %s", p.Body)
 	}
 	var grants int64
-	e.app.DB.Model(&models.LedgerEntry{}).Where("kind = ? AND ref = ?", models.LedgerGrant, code).Count(&grants)
+	e.app.DB.Gorm.Model(&models.LedgerEntry{}).Where("kind = ? AND ref = ?", models.LedgerGrant, code).Count(&grants)
 	if grants != 1 {
 		t.Fatalf("grant ledger rows = %d, want 1", grants)
 	}
@@ -291,7 +291,7 @@ func TestClaimUnmeteredTenantIsRecordedNotDeducted(t *testing.T) {
 		t.Fatalf("unmetered create = %s", c.Body)
 	}
 	var n int64
-	e.app.DB.Model(&models.LedgerEntry{}).Where("kind = ? AND ref = ? AND delta = 0", models.LedgerClaim, c.str("code")).Count(&n)
+	e.app.DB.Gorm.Model(&models.LedgerEntry{}).Where("kind = ? AND ref = ? AND delta = 0", models.LedgerClaim, c.str("code")).Count(&n)
 	if n != 1 {
 		t.Fatalf("unmetered claim ledger rows = %d, want 1", n)
 	}
@@ -308,7 +308,7 @@ func (e *env) failClaimStores() {
 		}
 	}
 	for _, s := range stmts {
-		if err := e.app.DB.Exec(s).Error; err != nil {
+		if err := e.app.DB.Gorm.Exec(s).Error; err != nil {
 			e.t.Fatalf("install failing trigger: %v", err)
 		}
 	}
@@ -337,12 +337,12 @@ func TestClaimStoreFailureRollsBackCreditsAndGating(t *testing.T) {
 
 	e.expectPool(t, key, 50, 0)
 	var vt models.VideoTemplate
-	e.app.DB.First(&vt, "id = ?", video)
+	e.app.DB.Gorm.First(&vt, "id = ?", video)
 	if e.templateGated(image) || vt.Gated {
 		t.Fatal("templates stay gated after a failed store")
 	}
 	var n int64
-	e.app.DB.Model(&models.LedgerEntry{}).Where("kind = ?", models.LedgerClaim).Count(&n)
+	e.app.DB.Gorm.Model(&models.LedgerEntry{}).Where("kind = ?", models.LedgerClaim).Count(&n)
 	if n != 0 {
 		t.Fatalf("claim ledger rows after a failed store = %d, want 0", n)
 	}
@@ -370,7 +370,7 @@ func TestClaimDisabledByAdministrator(t *testing.T) {
 		t.Fatalf("redeem disabled: %s", r.Body)
 	}
 	var users int64
-	e.app.DB.Model(&models.User{}).Count(&users)
+	e.app.DB.Gorm.Model(&models.User{}).Count(&users)
 	if users != 0 {
 		t.Fatalf("a refused redemption created %d accounts", users)
 	}

@@ -65,7 +65,7 @@ func TestTenantEndpointsRefuseOtherIdentities(t *testing.T) {
 		}
 	}
 	var n int64
-	e.app.DB.Model(&models.Account{}).Count(&n)
+	e.app.DB.Gorm.Model(&models.Account{}).Count(&n)
 	if n != 1 {
 		t.Fatalf("accounts = %d after refused creations, want 1", n)
 	}
@@ -298,11 +298,11 @@ func TestTenantStatsEndpoint(t *testing.T) {
 	} {
 		job := models.Job{ID: models.NewID(), TenantID: &tenantID, Status: j.status, ElapsedMS: j.elapsed, CostUSD: j.cost,
 			CreatedAt: now.Add(-j.age), Deadline: now.Add(time.Hour), FinishedAt: &now, RefundedAt: &now}
-		if err := e.app.DB.Create(&job).Error; err != nil {
+		if err := e.app.DB.Gorm.Create(&job).Error; err != nil {
 			t.Fatal(err)
 		}
 		for range i + 1 {
-			e.app.DB.Create(&models.UpstreamAttempt{Upstream: "img", JobID: job.ID, OK: true, At: now.Add(-j.age)})
+			e.app.DB.Gorm.Create(&models.UpstreamAttempt{Upstream: "img", JobID: job.ID, OK: true, At: now.Add(-j.age)})
 		}
 	}
 	s := e.call("GET", "/api/tenant-stats", tenantKey, nil).expect(t, 200)

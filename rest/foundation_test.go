@@ -57,7 +57,7 @@ func TestAdminCreatesTenantAndBothHeaderFormsWork(t *testing.T) {
 		}
 	}
 	var stored models.APIKey
-	if err := e.app.DB.First(&stored, "tenant_id = ?", tenant["id"]).Error; err != nil {
+	if err := e.app.DB.Gorm.First(&stored, "tenant_id = ?", tenant["id"]).Error; err != nil {
 		t.Fatal(err)
 	}
 	if stored.Hash != models.HashKey(key) || stored.Sealed != "" {
@@ -96,7 +96,7 @@ func TestAdminRejectsBadInput(t *testing.T) {
 		})
 	}
 	var n int64
-	e.app.DB.Model(&models.Tenant{}).Count(&n)
+	e.app.DB.Gorm.Model(&models.Tenant{}).Count(&n)
 	if n != 1 {
 		t.Fatalf("tenants = %d after rejected requests, want 1", n)
 	}
@@ -133,7 +133,7 @@ func TestTenantCreditAdjustsPool(t *testing.T) {
 func (e *env) personalLogin(email string, credits int64) (userID, token string) {
 	e.t.Helper()
 	u := models.User{ID: models.NewID(), Email: email, Credits: credits}
-	if err := e.app.DB.Create(&u).Error; err != nil {
+	if err := e.app.DB.Gorm.Create(&u).Error; err != nil {
 		e.t.Fatal(err)
 	}
 	tok, _, err := e.app.Auth().IssueUserToken(u.ID, models.LoginTTL)

@@ -271,10 +271,10 @@ func ledgerState(t *testing.T, e *env) string {
 		Rows, Sum, Tenants, Accounts, Users int64
 	}
 	db := e.app.DB
-	db.Raw("SELECT count(*) AS rows, coalesce(sum(delta), 0) AS sum FROM ledger_entries").Scan(&st)
-	db.Raw("SELECT coalesce(sum(spendable + reserved), 0) AS tenants FROM tenants").Scan(&st.Tenants)
-	db.Raw("SELECT coalesce(sum(credits), 0) FROM accounts").Scan(&st.Accounts)
-	db.Raw("SELECT coalesce(sum(credits), 0) FROM users").Scan(&st.Users)
+	db.Gorm.Raw("SELECT count(*) AS rows, coalesce(sum(delta), 0) AS sum FROM ledger_entries").Scan(&st)
+	db.Gorm.Raw("SELECT coalesce(sum(spendable + reserved), 0) AS tenants FROM tenants").Scan(&st.Tenants)
+	db.Gorm.Raw("SELECT coalesce(sum(credits), 0) FROM accounts").Scan(&st.Accounts)
+	db.Gorm.Raw("SELECT coalesce(sum(credits), 0) FROM users").Scan(&st.Users)
 	if problems, err := e.app.Credits().AuditLedger(t.Context()); err != nil || len(problems) > 0 {
 		t.Fatalf("ledger audit: %v %v", err, problems)
 	}
@@ -462,13 +462,13 @@ func dbFingerprint(t *testing.T, e *env) string {
 			continue
 		}
 		var n int64
-		if err := db.Model(ent).Count(&n).Error; err != nil {
+		if err := db.Gorm.Model(ent).Count(&n).Error; err != nil {
 			t.Fatalf("count %T: %v", ent, err)
 		}
 		fmt.Fprintf(&b, "%T=%d ", ent, n)
-		if db.Migrator().HasColumn(ent, "UpdatedAt") {
+		if db.Gorm.Migrator().HasColumn(ent, "UpdatedAt") {
 			var latest sql.NullString
-			if err := db.Model(ent).Select("MAX(updated_at)").Row().Scan(&latest); err != nil {
+			if err := db.Gorm.Model(ent).Select("MAX(updated_at)").Row().Scan(&latest); err != nil {
 				t.Fatalf("latest update of %T: %v", ent, err)
 			}
 			fmt.Fprintf(&b, "@%s ", latest.String)

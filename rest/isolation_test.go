@@ -41,14 +41,14 @@ func TestTenantIsolationOnEveryRoute(t *testing.T) {
 	jobA := e.call("POST", "/api/generate", keyA, map[string]any{"prompt": "alpha secret"}).expect(t, 200).str("jobId")
 	tenantA := e.tenantIDOf(keyA)
 	videoA := models.NewID()
-	if err := e.app.DB.Create(&models.VideoTask{ID: videoA, TenantID: &tenantA, Status: models.VideoRunning, Model: "vidA-2-0-pro-260801",
+	if err := e.app.DB.Gorm.Create(&models.VideoTask{ID: videoA, TenantID: &tenantA, Status: models.VideoRunning, Model: "vidA-2-0-pro-260801",
 		Resolution: "480p", Duration: 5, Credits: 5, Params: []byte("{}")}).Error; err != nil {
 		t.Fatal(err)
 	}
 	var upload models.Upload
-	e.app.DB.Create(&models.Upload{ID: models.NewID(), OwnerKind: "tenant", OwnerID: tenantA, TenantID: &tenantA, Key: "uploads/alpha/pending.png",
+	e.app.DB.Gorm.Create(&models.Upload{ID: models.NewID(), OwnerKind: "tenant", OwnerID: tenantA, TenantID: &tenantA, Key: "uploads/alpha/pending.png",
 		URL: e.app.Config.CDNURL + "/uploads/alpha/pending.png", MediaType: "image", MIME: "image/png", Size: 100, Committed: false})
-	e.app.DB.Model(&models.Upload{}).Where("key = ?", "uploads/alpha/pending.png").Update("committed", false).First(&upload)
+	e.app.DB.Gorm.Model(&models.Upload{}).Where("key = ?", "uploads/alpha/pending.png").Update("committed", false).First(&upload)
 
 	cases := []isolationCase{
 		{"GET", "/api/jobs", "id=" + jobA, nil, 404},

@@ -133,7 +133,7 @@ func TestGenerateValidationChangesNothing(t *testing.T) {
 		t.Fatalf("credits = %v after rejected submits, want 5", b.num("credits"))
 	}
 	var n int64
-	e.app.DB.Model(&models.Job{}).Count(&n)
+	e.app.DB.Gorm.Model(&models.Job{}).Count(&n)
 	if n != 0 {
 		t.Fatalf("%d jobs stored by rejected submits", n)
 	}
@@ -467,11 +467,11 @@ func TestReferenceImagesMustBeCommittedUploads(t *testing.T) {
 		t.Fatalf("job with an uploaded reference = %s", done.Body)
 	}
 	pending := e.app.Config.CDNURL + "/uploads/tenant-x/" + models.NewID() + ".png"
-	if err := e.app.DB.Create(&models.Upload{ID: models.NewID(), OwnerKind: "tenant", OwnerID: "x", Key: "k-" + models.NewID(), URL: pending,
+	if err := e.app.DB.Gorm.Create(&models.Upload{ID: models.NewID(), OwnerKind: "tenant", OwnerID: "x", Key: "k-" + models.NewID(), URL: pending,
 		MediaType: "image", MIME: "image/png", Size: 10, Committed: false}).Error; err != nil {
 		t.Fatal(err)
 	}
-	e.app.DB.Model(&models.Upload{}).Where("url = ?", pending).Update("committed", false)
+	e.app.DB.Gorm.Model(&models.Upload{}).Where("url = ?", pending).Update("committed", false)
 	bad := e.call("POST", "/api/generate", key, map[string]any{"prompt": "x", "reference_images": []string{pending}}).expect(t, 400)
 	if !strings.Contains(bad.str("error"), "committed upload") {
 		t.Fatalf("error = %q", bad.str("error"))

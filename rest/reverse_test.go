@@ -206,7 +206,7 @@ func TestReverseRefundsAFailedReadingOnce(t *testing.T) {
 		t.Fatalf("credits = %v after two failed readings, want 3 (refunded)", b.num("credits"))
 	}
 	var entries []models.LedgerEntry
-	e.app.DB.Where("tenant_id = ? AND ref LIKE ?", tenantID, "reverse:%").Order("id").Find(&entries)
+	e.app.DB.Gorm.Where("tenant_id = ? AND ref LIKE ?", tenantID, "reverse:%").Order("id").Find(&entries)
 	refs := map[string][]string{}
 	for _, en := range entries {
 		refs[en.Ref] = append(refs[en.Ref], en.Kind)

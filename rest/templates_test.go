@@ -345,7 +345,7 @@ func TestPromptTextNeverLeaks(t *testing.T) {
 	gatedVideo["sample_cover_image"] = "https://cdn.example.com/" + gatedImg + ".jpg"
 	gatedVideoID := e.tplCreate("/api/video-templates", e.adminKey, gatedVideo)
 	e.tplGate(gatedID, gatedVideoID)
-	if err := e.app.DB.Create(&models.TemplateGrant{UserID: buyerID, TemplateID: gatedID, Code: "promo-test"}).Error; err != nil {
+	if err := e.app.DB.Gorm.Create(&models.TemplateGrant{UserID: buyerID, TemplateID: gatedID, Code: "promo-test"}).Error; err != nil {
 		t.Fatal(err)
 	}
 

@@ -270,7 +270,7 @@ func (e *env) storedUploads() []string {
 func (e *env) uploadRows(committed bool) int64 {
 	e.t.Helper()
 	var n int64
-	if err := e.app.DB.Model(&models.Upload{}).Where("committed = ?", committed).Count(&n).Error; err != nil {
+	if err := e.app.DB.Gorm.Model(&models.Upload{}).Where("committed = ?", committed).Count(&n).Error; err != nil {
 		e.t.Fatal(err)
 	}
 	return n
@@ -329,7 +329,7 @@ func TestUploadEveryFormatIsStoredAndServed(t *testing.T) {
 				t.Fatalf("served back: %d %s, %d bytes (same bytes: %v); want 200 %s", status, ct, len(body), bytes.Equal(body, c.data), c.mime)
 			}
 			var row models.Upload
-			if err := e.app.DB.First(&row, "url = ?", url).Error; err != nil {
+			if err := e.app.DB.Gorm.First(&row, "url = ?", url).Error; err != nil {
 				t.Fatalf("no upload row for %s: %v", url, err)
 			}
 			if row.OwnerKind != "tenant" || row.OwnerID != tenantID || row.TenantID == nil || *row.TenantID != tenantID ||

@@ -319,7 +319,7 @@ func TestVideoCancelRefundsAndCancelsUpstream(t *testing.T) {
 		t.Fatalf("balance after cancel = %v, want 100 (refunded)", e.credits(key))
 	}
 	var task models.VideoTask
-	if err := e.app.DB.First(&task, "id = ?", r.str("id")).Error; err != nil || task.UpstreamTaskID == "" {
+	if err := e.app.DB.Gorm.First(&task, "id = ?", r.str("id")).Error; err != nil || task.UpstreamTaskID == "" {
 		t.Fatalf("stored task: %v %+v", err, task)
 	}
 	// The fake upstream forgets a video on DELETE: asking for it again is 404.
@@ -458,7 +458,7 @@ func TestVideoSubmitValidationChangesNothing(t *testing.T) {
 		t.Fatalf("credits = %v after refused submits, want 100", e.credits(key))
 	}
 	var n int64
-	e.app.DB.Model(&models.VideoTask{}).Count(&n)
+	e.app.DB.Gorm.Model(&models.VideoTask{}).Count(&n)
 	if n != 0 {
 		t.Fatalf("%d video tasks stored by refused submits", n)
 	}

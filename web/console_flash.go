@@ -26,7 +26,7 @@ type flash struct {
 // setFlash stores a flash for the next page.
 func (c *Console) setFlash(w http.ResponseWriter, f flash) {
 	raw, _ := json.Marshal(f)
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: c.svc.Sealer.Seal(string(raw)), Path: "/", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: c.svc.Auth().SealCookie(string(raw)), Path: "/", HttpOnly: true,
 		Secure: c.secure(), SameSite: http.SameSiteStrictMode, MaxAge: flashTTL})
 }
 
@@ -38,7 +38,7 @@ func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 	}
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", HttpOnly: true, Secure: c.secure(),
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	raw, err := c.svc.Sealer.Open(ck.Value)
+	raw, err := c.svc.Auth().OpenCookie(ck.Value)
 	if err != nil {
 		return nil
 	}

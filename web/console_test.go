@@ -48,14 +48,14 @@ func TestSignInSetsAServerSideSessionCookie(t *testing.T) {
 		t.Errorf("cookie max-age = %d, want %d", session.MaxAge, int(models.SessionTTL/time.Second))
 	}
 	var stored models.Session
-	if err := e.app.DB.First(&stored, "id = ?", models.HashKey(session.Value)).Error; err != nil {
+	if err := e.app.DB.Gorm.First(&stored, "id = ?", models.HashKey(session.Value)).Error; err != nil {
 		t.Fatalf("session row: %v", err)
 	}
 	if stored.Kind != "tenant" || stored.KeyHash != models.HashKey(key) || stored.CSRF == "" {
 		t.Errorf("stored session = %+v", stored)
 	}
 	var n int64
-	e.app.DB.Model(&models.Session{}).Where("id = ?", session.Value).Count(&n)
+	e.app.DB.Gorm.Model(&models.Session{}).Where("id = ?", session.Value).Count(&n)
 	if n != 0 {
 		t.Error("the cookie value itself is stored; only its SHA-256 may be")
 	}
@@ -100,7 +100,7 @@ func TestSignInRefusals(t *testing.T) {
 func TestSignInWithPasswordOpensAPersonalSession(t *testing.T) {
 	e := newEnv(t)
 	u := models.User{ID: models.NewID(), Email: "ann@example.com", Nickname: "ann"}
-	if err := e.app.DB.Create(&u).Error; err != nil {
+	if err := e.app.DB.Gorm.Create(&u).Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := e.app.Auth().ChangePassword(context.Background(), modelstest.User(u.ID), "", "correct horse"); err != nil {
@@ -238,7 +238,7 @@ func TestSignOutEndsTheSession(t *testing.T) {
 		t.Fatalf("sign out = %d %q", p.Status, p.Location)
 	}
 	var n int64
-	e.app.DB.Model(&models.Session{}).Count(&n)
+	e.app.DB.Gorm.Model(&models.Session{}).Count(&n)
 	if n != 0 {
 		t.Fatalf("%d sessions left after sign-out", n)
 	}
@@ -727,7 +727,7 @@ func TestTenantHooksSettingsAndSampleUpload(t *testing.T) {
 		t.Fatalf("sample images = %+v", rows[0].SampleImages)
 	}
 	var uploads int64
-	e.app.DB.Model(&models.Upload{}).Where("owner_id = ?", tenantID).Count(&uploads)
+	e.app.DB.Gorm.Model(&models.Upload{}).Where("owner_id = ?", tenantID).Count(&uploads)
 	if uploads != 1 {
 		t.Fatalf("%d uploads recorded, want 1 (the upload core records it)", uploads)
 	}

@@ -86,7 +86,7 @@ func TestCrossSiteFormPostsAreRefused(t *testing.T) {
 				form := url.Values{"csrf": {formTokenRE.FindStringSubmatch(b.get("/login").Body)[1]}, "method": {"key"}, "key": {key}}
 				return b, "/login", form, func() bool {
 					var n int64
-					e.app.DB.Model(&models.Session{}).Count(&n)
+					e.app.DB.Gorm.Model(&models.Session{}).Count(&n)
 					return n > 0
 				}
 			},
@@ -100,7 +100,7 @@ func TestCrossSiteFormPostsAreRefused(t *testing.T) {
 				form := url.Values{"csrf": {formTokenRE.FindStringSubmatch(b.get("/login/code").Body)[1]}, "step": {"send"}, "email": {"new@example.com"}}
 				return b, "/login/code", form, func() bool {
 					var n int64
-					e.app.DB.Model(&models.EmailCode{}).Count(&n)
+					e.app.DB.Gorm.Model(&models.EmailCode{}).Count(&n)
 					return n > 0
 				}
 			},
@@ -140,7 +140,7 @@ func TestCrossSiteFormPostsAreRefused(t *testing.T) {
 			name: "device approval",
 			setup: func(t *testing.T, e *env) (*browser, string, url.Values, func() bool) {
 				u := models.User{ID: models.NewID(), Email: "dee@example.com", Nickname: "dee"}
-				if err := e.app.DB.Create(&u).Error; err != nil {
+				if err := e.app.DB.Gorm.Create(&u).Error; err != nil {
 					t.Fatal(err)
 				}
 				if err := e.app.Auth().ChangePassword(ctx, modelstest.User(u.ID), "", "correct horse"); err != nil {

@@ -115,5 +115,5 @@ func (g *formGuard) check(r *http.Request, sess *models.ConsoleSession) error {
 
 // sign is the token of a pre-session cookie value.
 func (g *formGuard) sign(v string) string {
-	return base64.RawURLEncoding.EncodeToString(models.Sign(g.svc.Secret, "form", []byte(v)))
+	return g.svc.Auth().SignForm("form", v)
 }

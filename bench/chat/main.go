@@ -547,7 +547,7 @@ func studioChild(ctx context.Context, ln net.Listener) error {
 	}
 	fmt.Printf("runtime %s\n", runtimeFigures())
 	var counted int64
-	if err := svc.DB.Model(&models.UsageDaily{}).Where("service = ?", models.ServiceChat).
+	if err := svc.DB.Gorm.Model(&models.UsageDaily{}).Where("service = ?", models.ServiceChat).
 		Select("COALESCE(SUM(count), 0)").Scan(&counted).Error; err != nil {
 		return err
 	}

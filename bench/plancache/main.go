@@ -120,7 +120,7 @@ func run(server0 string, n, reqs int) error {
 	// Autovacuum analyses a table after its first 50 changes: the planner then knows it as small.
 	// Autovacuum is off for the table (an ALTER TABLE later would drop cached plans), so that nothing but
 	// the statements measured runs on it.
-	db := svc.DB.DB
+	db := svc.DB.Gorm
 	if err := db.Exec("ALTER TABLE jobs SET (autovacuum_enabled = false)").Error; err != nil {
 		return err
 	}

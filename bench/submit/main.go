@@ -199,7 +199,7 @@ func run(dbFlag string, o options) error {
 	// Completed jobs: wait for the queue to drain, then rate = jobs ended / time since the first submit.
 	var ended int64
 	for {
-		svc.DB.Model(&models.Job{}).Where("status <> ?", models.JobPending).Count(&ended)
+		svc.DB.Gorm.Model(&models.Job{}).Where("status <> ?", models.JobPending).Count(&ended)
 		if ended >= submitted || time.Since(start) > (o.warmup+duration)*4 {
 			break
 		}
@@ -207,7 +207,7 @@ func run(dbFlag string, o options) error {
 	}
 	drained := time.Since(start)
 	var doneN int64
-	svc.DB.Model(&models.Job{}).Where("status = ?", models.JobDone).Count(&doneN)
+	svc.DB.Gorm.Model(&models.Job{}).Where("status = ?", models.JobDone).Count(&doneN)
 	fmt.Printf("accepted submits: %d (%.0f/s), errors: %d\n", accepted, float64(accepted)/r.elapsed.Seconds(), r.failed)
 	fmt.Printf("submit latency: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", ms(pct(0.5)), ms(pct(0.99)), ms(pct(1)))
 	completed := float64(ended) / drained.Seconds()

@@ -89,7 +89,7 @@ func TestAReplicaStaysWithinItsConnectionBudget(t *testing.T) {
 			}
 			defer admin.Close()
 			var dbName string
-			if err := svc.DB.Raw("SELECT current_database()").Scan(&dbName).Error; err != nil {
+			if err := svc.DB.Gorm.Raw("SELECT current_database()").Scan(&dbName).Error; err != nil {
 				t.Fatal(err)
 			}
 			peak := 0

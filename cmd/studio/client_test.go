@@ -125,7 +125,7 @@ func (ts *testServer) tenantKey(credits int) string {
 func (ts *testServer) user(email, password string, credits int64) {
 	ts.t.Helper()
 	h, _ := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
-	if err := ts.app.DB.Create(&models.User{ID: models.NewID(), Email: email, Nickname: "Me", PasswordHash: string(h), Credits: credits}).Error; err != nil {
+	if err := ts.app.DB.Gorm.Create(&models.User{ID: models.NewID(), Email: email, Nickname: "Me", PasswordHash: string(h), Credits: credits}).Error; err != nil {
 		ts.t.Fatal(err)
 	}
 }
