@@ -33,6 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	Job() JobResolver
+	JobStep() JobStepResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Subscription() SubscriptionResolver
@@ -433,9 +434,14 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type JobResolver interface {
+	Status(ctx context.Context, obj *models.JobView) (string, error)
+
 	CdnURL(ctx context.Context, obj *models.JobView) (*string, error)
 
 	TemplateID(ctx context.Context, obj *models.JobView) (*string, error)
+}
+type JobStepResolver interface {
+	Status(ctx context.Context, obj *models.Step) (string, error)
 }
 type MutationResolver interface {
 	CreateClaim(ctx context.Context, input models.ClaimInput) (*models.ClaimCreated, error)
@@ -488,6 +494,8 @@ type TemplateResolver interface {
 	GenerationConfigs(ctx context.Context, obj *models.TemplateView) ([]TemplateConfig, error)
 }
 type VideoTaskResolver interface {
+	Status(ctx context.Context, obj *models.VideoTaskView) (string, error)
+
 	VideoURL(ctx context.Context, obj *models.VideoTaskView) (*string, error)
 }
 
@@ -4870,7 +4878,7 @@ func (ec *executionContext) _Job_status(ctx context.Context, field graphql.Colle
 			return ec.fieldContext_Job_status(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
+			return ec.Resolvers.Job().Status(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -4881,7 +4889,7 @@ func (ec *executionContext) _Job_status(ctx context.Context, field graphql.Colle
 	)
 }
 func (ec *executionContext) fieldContext_Job_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Job", field, false, false, errors.New("field of type JobStatus does not have child fields"))
+	return graphql.NewScalarFieldContext("Job", field, true, true, errors.New("field of type JobStatus does not have child fields"))
 }
 
 func (ec *executionContext) _Job_progress(ctx context.Context, field graphql.CollectedField, obj *models.JobView) (ret graphql.Marshaler) {
@@ -5205,7 +5213,7 @@ func (ec *executionContext) _JobStep_status(ctx context.Context, field graphql.C
 			return ec.fieldContext_JobStep_status(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
+			return ec.Resolvers.JobStep().Status(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -5216,7 +5224,7 @@ func (ec *executionContext) _JobStep_status(ctx context.Context, field graphql.C
 	)
 }
 func (ec *executionContext) fieldContext_JobStep_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("JobStep", field, false, false, errors.New("field of type String does not have child fields"))
+	return graphql.NewScalarFieldContext("JobStep", field, true, true, errors.New("field of type String does not have child fields"))
 }
 
 func (ec *executionContext) _ModelChannel_name(ctx context.Context, field graphql.CollectedField, obj *models.ModelChannel) (ret graphql.Marshaler) {
@@ -9493,7 +9501,7 @@ func (ec *executionContext) _VideoTask_status(ctx context.Context, field graphql
 			return ec.fieldContext_VideoTask_status(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Status, nil
+			return ec.Resolvers.VideoTask().Status(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -9504,7 +9512,7 @@ func (ec *executionContext) _VideoTask_status(ctx context.Context, field graphql
 	)
 }
 func (ec *executionContext) fieldContext_VideoTask_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("VideoTask", field, false, false, errors.New("field of type VideoStatus does not have child fields"))
+	return graphql.NewScalarFieldContext("VideoTask", field, true, true, errors.New("field of type VideoStatus does not have child fields"))
 }
 
 func (ec *executionContext) _VideoTask_model(ctx context.Context, field graphql.CollectedField, obj *models.VideoTaskView) (ret graphql.Marshaler) {
@@ -13019,10 +13027,43 @@ func (ec *executionContext) _Job(ctx context.Context, sel ast.SelectionSet, obj 
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "status":
-			out.Values[i] = ec._Job_status(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Job_status(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
 			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "progress":
 			out.Values[i] = ec._Job_progress(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -13246,13 +13287,46 @@ func (ec *executionContext) _JobStep(ctx context.Context, sel ast.SelectionSet, 
 		case "name":
 			out.Values[i] = ec._JobStep_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "status":
-			out.Values[i] = ec._JobStep_status(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._JobStep_status(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
 			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -15317,10 +15391,43 @@ func (ec *executionContext) _VideoTask(ctx context.Context, sel ast.SelectionSet
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "status":
-			out.Values[i] = ec._VideoTask_status(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._VideoTask_status(ctx, field, obj)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
 			}
+
+			if field.IsDeferred() {
+				deferredFieldSet.AddField(field)
+				fieldIndex := len(deferredFieldSet.Values) - 1
+				deferredFieldSet.Concurrently(fieldIndex, func(ctx context.Context) graphql.Marshaler {
+					return innerFunc(ctx, deferredFieldSet)
+				})
+
+				for _, deferrable := range field.Deferrables {
+					view, ok := deferLabelToView[deferrable.Label]
+					if !ok {
+						view = deferredFieldSet.NewView()
+						deferLabelToView[deferrable.Label] = view
+					}
+					view.AddIndices(fieldIndex)
+				}
+
+				// don't run the out.Concurrently() call below
+				out.Values[i] = graphql.Null
+				continue
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
 		case "model":
 			out.Values[i] = ec._VideoTask_model(ctx, field, obj)
 			if out.Values[i] == graphql.Null {

@@ -139,3 +139,8 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// Status is the job's status (models.JobStatus) as the schema's String.
+func (r *jobResolver) Status(_ context.Context, v *models.JobView) (string, error) {
+	return string(v.Status), nil
+}

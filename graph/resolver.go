@@ -51,6 +51,16 @@ func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionRes
 // Job returns the resolvers of the Job fields that differ from the core's view.
 func (r *Resolver) Job() JobResolver { return &jobResolver{r} }
 
+// JobStep returns the resolvers of the JobStep fields that differ from the core's view.
+func (r *Resolver) JobStep() JobStepResolver { return &jobStepResolver{r} }
+
+type jobStepResolver struct{ *Resolver }
+
+// Status is the step's status (models.StepStatus) as the schema's String.
+func (r *jobStepResolver) Status(_ context.Context, v *models.Step) (string, error) {
+	return string(v.Status), nil
+}
+
 // Template returns the resolvers of the Template fields that differ from the core's view.
 func (r *Resolver) Template() TemplateResolver { return &templateResolver{r} }
 

@@ -82,3 +82,8 @@ func (r *subscriptionResolver) VideoProgress(ctx context.Context, taskID string)
 		return r.svc.Videos().FollowVideo(ctx, id, taskID)
 	})
 }
+
+// Status is the task's status (models.VideoStatus) as the schema's String.
+func (r *videoTaskResolver) Status(_ context.Context, v *models.VideoTaskView) (string, error) {
+	return string(v.Status), nil
+}

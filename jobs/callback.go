@@ -72,10 +72,10 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		}
 		return err
 	}
-	if j.CallbackURL == "" || j.Status == models.JobPending || j.Callback == "delivered" {
+	if j.CallbackURL == "" || j.Status == models.JobPending || j.Callback == models.CallbackDelivered {
 		return nil
 	}
-	body, _ := json.Marshal(CallbackBody{JobID: j.ID, Status: j.Status, CDNURL: j.CDNURL, Error: j.Error, ElapsedMS: j.ElapsedMS, CostUSD: j.CostUSD})
+	body, _ := json.Marshal(CallbackBody{JobID: j.ID, Status: string(j.Status), CDNURL: j.CDNURL, Error: j.Error, ElapsedMS: j.ElapsedMS, CostUSD: j.CostUSD})
 	secret, err := app.Jobs().CallbackKey(ctx, j)
 	if err != nil {
 		return err
@@ -83,14 +83,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	derr := w.deliver(ctx, j, secret, body)
 	if derr == nil {
 		metrics.CallbackDeliveries.WithLabelValues("delivered").Inc()
-		return app.Jobs().SetCallbackState(ctx, j.ID, "delivered", "")
+		return app.Jobs().SetCallbackState(ctx, j.ID, models.CallbackDelivered, "")
 	}
-	state := "pending"
+	state, outcome := models.CallbackPending, "retry"
 	var refused *river.JobCancelError
 	if job.Attempt >= job.MaxAttempts || errors.As(derr, &refused) {
-		state = "failed"
+		state, outcome = models.CallbackFailed, "failed"
 	}
-	metrics.CallbackDeliveries.WithLabelValues(map[string]string{"pending": "retry", "failed": "failed"}[state]).Inc()
+	metrics.CallbackDeliveries.WithLabelValues(outcome).Inc()
 	_ = app.Jobs().SetCallbackState(ctx, j.ID, state, derr.Error())
 	return derr
 }

@@ -150,7 +150,7 @@ func (e *taskEnv) video(req models.VideoRequest) *models.VideoTask {
 	return task
 }
 
-func (e *taskEnv) waitVideo(id string, statuses ...string) *models.VideoTask {
+func (e *taskEnv) waitVideo(id string, statuses ...models.VideoStatus) *models.VideoTask {
 	e.t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		task, err := e.svc.App.Videos().VideoTask(context.Background(), id)

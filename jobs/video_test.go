@@ -153,7 +153,7 @@ func (e *videoEnv) submit() *models.VideoTask {
 }
 
 // wait returns the task once its status is one of statuses.
-func (e *videoEnv) wait(id string, statuses ...string) *models.VideoTask {
+func (e *videoEnv) wait(id string, statuses ...models.VideoStatus) *models.VideoTask {
 	e.t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		task, err := e.app.Videos().VideoTask(context.Background(), id)

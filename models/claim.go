@@ -47,11 +47,14 @@ const (
 // DefaultTutorialTitle is the title of a tutorial PDF given without one.
 const DefaultTutorialTitle = "使用教程"
 
-// Claim code statuses, as the public preview reports them.
+// ClaimStatus is the status of a claim code, as the public preview reports it.
+type ClaimStatus string
+
+// Claim code statuses.
 const (
-	ClaimActive   = "active"
-	ClaimUsed     = "used"
-	ClaimDisabled = "disabled"
+	ClaimActive   ClaimStatus = "active"
+	ClaimUsed     ClaimStatus = "used"
+	ClaimDisabled ClaimStatus = "disabled"
 )
 
 const (
@@ -122,7 +125,7 @@ type ClaimPreview struct {
 	Templates   []ClaimTemplateInfo `json:"templates"`
 	TutorialPDF *TutorialPDF        `json:"tutorial_pdf"`
 	Claimable   bool                `json:"claimable"`
-	Status      string              `json:"status"`
+	Status      ClaimStatus         `json:"status"`
 	ProvidedBy  string              `json:"provided_by"`
 }
 
@@ -441,7 +444,7 @@ func (c *ClaimCode) tutorial() *TutorialPDF {
 }
 
 // status reports whether the code is active, used or disabled (disabled wins over used).
-func (c *ClaimCode) status() string {
+func (c *ClaimCode) status() ClaimStatus {
 	switch {
 	case c.Disabled:
 		return ClaimDisabled

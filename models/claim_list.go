@@ -15,7 +15,7 @@ type ClaimCodeView struct {
 	TenantName  string             `json:"tenant_name"`
 	Credits     int64              `json:"credits"`
 	Note        string             `json:"note"`
-	Status      string             `json:"status"` // active | used | disabled
+	Status      ClaimStatus        `json:"status"` // active | used | disabled
 	ClaimURL    string             `json:"claim_url"`
 	ReplyText   string             `json:"reply_text"`
 	ProductCopy string             `json:"product_copy"`

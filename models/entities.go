@@ -91,7 +91,7 @@ type Job struct {
 	TenantID    *string        `gorm:"size:36;index:idx_jobs_tenant_created,priority:1"`
 	AccountID   *string        `gorm:"size:36;index"`
 	UserID      *string        `gorm:"size:36;index"`
-	Status      string         `gorm:"size:16;not null"` // pending | done | failed (open jobs: idx_jobs_pending, migration 3)
+	Status      JobStatus      `gorm:"size:16;not null"` // pending | done | failed (open jobs: idx_jobs_pending, migration 3)
 	Progress    string         `gorm:"size:300;not null;default:''"`
 	Steps       datatypes.JSON `gorm:"type:text"`
 	Params      datatypes.JSON `gorm:"type:text"` // validated request (resolved prompt included: never shown to tenants)
@@ -102,7 +102,7 @@ type Job struct {
 	Error       *string        `gorm:"size:1000"`
 	ElapsedMS   int64          `gorm:"not null;default:0"`
 	CallbackURL string         `gorm:"size:2000;not null;default:''"`
-	Callback    string         `gorm:"size:16;not null;default:''"` // '' | pending | delivered | failed
+	Callback    CallbackState  `gorm:"size:16;not null;default:''"` // '' | pending | delivered | failed
 	CallbackErr string         `gorm:"size:500;not null;default:''"`
 	ResultRef   string         `gorm:"size:36;not null;default:''"` // e.g. the template created by image-to-template
 	Deadline    time.Time
@@ -143,7 +143,7 @@ type VideoTask struct {
 	TenantID       *string        `gorm:"size:36;index"`
 	AccountID      *string        `gorm:"size:36;index"`
 	UserID         *string        `gorm:"size:36;index"`
-	Status         string         `gorm:"size:16;not null"` // pending | running | done | failed | cancelled (open tasks: idx_video_tasks_open, migration 3)
+	Status         VideoStatus    `gorm:"size:16;not null"` // pending | running | done | failed | cancelled (open tasks: idx_video_tasks_open, migration 3)
 	Model          string         `gorm:"size:64;not null"` // tier code
 	Resolution     string         `gorm:"size:16;not null"`
 	Duration       int            `gorm:"not null"`

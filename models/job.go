@@ -20,12 +20,39 @@ import (
 	"studio/models/contract"
 )
 
+// JobStatus is the status of an image job (spec section 3).
+type JobStatus string
+
 // Job statuses of spec section 3.
 const (
-	JobPending = "pending"
-	JobDone    = "done"
-	JobFailed  = "failed"
+	JobPending JobStatus = "pending"
+	JobDone    JobStatus = "done"
+	JobFailed  JobStatus = "failed"
 )
+
+// CallbackState is the delivery state of a job's callback ("" when the job has no callback URL).
+type CallbackState string
+
+// Callback delivery states.
+const (
+	CallbackPending   CallbackState = "pending"
+	CallbackDelivered CallbackState = "delivered"
+	CallbackFailed    CallbackState = "failed"
+)
+
+// StepStatus is the status of one phase of a multi-step job.
+type StepStatus string
+
+// Step statuses.
+const (
+	StepWaiting StepStatus = "waiting"
+	StepRunning StepStatus = "running"
+	StepDone    StepStatus = "done"
+	StepFailed  StepStatus = "failed"
+)
+
+// Ended reports whether a job in this status will not change any more.
+func (s JobStatus) Ended() bool { return s == JobDone || s == JobFailed }
 
 // Job kinds.
 const (
@@ -468,7 +495,7 @@ func (js *JobService) CreateImageJobs(ctx context.Context, id *Identity, items [
 		}
 		setJobOwner(id, &j.TenantID, &j.AccountID, &j.UserID)
 		if it.CallbackURL != "" {
-			j.Callback = "pending"
+			j.Callback = CallbackPending
 		}
 		jobs[i] = j
 	}
@@ -699,8 +726,8 @@ func setJobOwner(id *Identity, tenantID, accountID, userID **string) {
 
 // Step is one phase of a multi-step job.
 type Step struct {
-	Name   string `json:"name"`
-	Status string `json:"status"` // waiting | running | done | failed
+	Name   string     `json:"name"`
+	Status StepStatus `json:"status"`
 }
 
 func stepsAt(names []string, current int) []Step {
@@ -708,9 +735,9 @@ func stepsAt(names []string, current int) []Step {
 	for i, n := range names {
 		switch {
 		case i < current:
-			steps[i] = Step{n, "done"}
+			steps[i] = Step{n, StepDone}
 		case i == current:
-			steps[i] = Step{n, "running"}
+			steps[i] = Step{n, StepRunning}
 		default:
 			steps[i] = Step{n, "waiting"}
 		}
@@ -812,7 +839,7 @@ func readScoped[T any](ctx context.Context, db *DB, id *Identity, rowID, what st
 // JobView is the public shape of a job (D6); it never carries the prompt or an upstream name.
 type JobView struct {
 	JobID      string    `json:"jobId"`
-	Status     string    `json:"status"`
+	Status     JobStatus `json:"status"`
 	Progress   string    `json:"progress"`
 	CDNURL     string    `json:"cdn_url,omitempty"`
 	Error      *string   `json:"error"`
@@ -854,7 +881,7 @@ func (js *JobService) Jobs(ctx context.Context, id *Identity, status, cursor str
 		limit = 100
 	}
 	q := jobScope(a.DB.WithContext(ctx), id)
-	switch status {
+	switch JobStatus(status) {
 	case "":
 	case JobPending, JobDone, JobFailed:
 		q = q.Where("status = ?", status)

@@ -59,7 +59,7 @@ func finalSteps(raw []byte, ok bool) []byte {
 		case ok:
 			steps[i].Status = "done"
 		case steps[i].Status == "running":
-			steps[i].Status = "failed"
+			steps[i].Status = StepFailed
 		}
 	}
 	out, _ := json.Marshal(steps)
@@ -100,7 +100,7 @@ func (js *JobService) CompleteJob(ctx context.Context, j *Job, cdnURL string, co
 	if err != nil {
 		return asCoreError("job: complete", err)
 	}
-	metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
+	metrics.JobsEnded.WithLabelValues("image", string(JobDone)).Inc()
 	a.notify(ctx, TopicJob, j.ID)
 	return nil
 }
@@ -149,7 +149,7 @@ func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm
 	if err != nil {
 		return asCoreError("job: complete", err)
 	}
-	metrics.JobsEnded.WithLabelValues("image", JobDone).Inc()
+	metrics.JobsEnded.WithLabelValues("image", string(JobDone)).Inc()
 	a.notify(ctx, TopicJob, jobID)
 	return nil
 }
@@ -167,7 +167,7 @@ func (js *JobService) FailJob(ctx context.Context, jobID, reason string) error {
 	if err != nil {
 		return asCoreError("job: fail", err)
 	}
-	metrics.JobsEnded.WithLabelValues("image", JobFailed).Inc()
+	metrics.JobsEnded.WithLabelValues("image", string(JobFailed)).Inc()
 	a.notify(ctx, TopicJob, jobID)
 	return nil
 }
@@ -215,7 +215,7 @@ func (js *JobService) ExpireOverdueJobs(ctx context.Context, grace time.Duration
 		}
 	}
 	var videos []string
-	if err := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("status IN ? AND created_at < ?", []string{VideoPending, VideoRunning},
+	if err := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("status IN ? AND created_at < ?", []VideoStatus{VideoPending, VideoRunning},
 		a.Now().Add(-a.Config.JobDeadline-grace)).Limit(500).Pluck("id", &videos).Error; err != nil {
 		return 0, Internal("video: overdue", err)
 	}
@@ -228,7 +228,7 @@ func (js *JobService) ExpireOverdueJobs(ctx context.Context, grace time.Duration
 }
 
 // SetCallbackState records the delivery state of a job's callback.
-func (js *JobService) SetCallbackState(ctx context.Context, jobID, state, lastErr string) error {
+func (js *JobService) SetCallbackState(ctx context.Context, jobID string, state CallbackState, lastErr string) error {
 	a := js.a
 	if len(lastErr) > 480 {
 		lastErr = lastErr[:480]

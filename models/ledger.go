@@ -473,7 +473,7 @@ func (crs *CreditService) RefundJobTx(tx *gorm.DB, job *Job) (bool, error) {
 		return false, nil
 	}
 	job.RefundedAt = &now
-	err := a.Credits().RefundTx(tx, deref(job.TenantID), deref(job.AccountID), deref(job.UserID), Charge{job.Credits, job.ChargedTo}, job.ID, "job "+job.Status)
+	err := a.Credits().RefundTx(tx, deref(job.TenantID), deref(job.AccountID), deref(job.UserID), Charge{job.Credits, job.ChargedTo}, job.ID, "job "+string(job.Status))
 	return err == nil, err
 }
 
@@ -489,7 +489,7 @@ func (crs *CreditService) RefundVideoTx(tx *gorm.DB, task *VideoTask) (bool, err
 		return false, nil
 	}
 	task.RefundedAt = &now
-	err := a.Credits().RefundTx(tx, deref(task.TenantID), deref(task.AccountID), deref(task.UserID), Charge{task.Credits, task.ChargedTo}, task.ID, "video task "+task.Status)
+	err := a.Credits().RefundTx(tx, deref(task.TenantID), deref(task.AccountID), deref(task.UserID), Charge{task.Credits, task.ChargedTo}, task.ID, "video task "+string(task.Status))
 	return err == nil, err
 }
 

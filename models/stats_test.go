@@ -18,7 +18,7 @@ func TestTenantStatsFromJobRecords(t *testing.T) {
 	if _, err := charge(app, member, 3); err != nil {
 		t.Fatal(err)
 	}
-	job := func(tenantID string, status string, elapsed int64, cost float64, age time.Duration) string {
+	job := func(tenantID string, status models.JobStatus, elapsed int64, cost float64, age time.Duration) string {
 		j := models.Job{ID: models.NewID(), TenantID: &tenantID, Status: status, ElapsedMS: elapsed, CostUSD: cost, CreatedAt: now.Add(-age)}
 		if err := app.DB.Gorm.Create(&j).Error; err != nil {
 			t.Fatal(err)

@@ -21,14 +21,20 @@ import (
 // then starts the video at an upstream, polls it and copies the result into the media store; a failure
 // or the deadline ends the task failed, and a cancel ends it cancelled, both refunded exactly once.
 
+// VideoStatus is the status of a video task (D7).
+type VideoStatus string
+
 // Video task statuses of D7.
 const (
-	VideoPending   = "pending"
-	VideoRunning   = "running"
-	VideoDone      = "done"
-	VideoFailed    = "failed"
-	VideoCancelled = "cancelled"
+	VideoPending   VideoStatus = "pending"
+	VideoRunning   VideoStatus = "running"
+	VideoDone      VideoStatus = "done"
+	VideoFailed    VideoStatus = "failed"
+	VideoCancelled VideoStatus = "cancelled"
 )
+
+// Ended reports whether a task in this status will not change any more.
+func (s VideoStatus) Ended() bool { return s != VideoPending && s != VideoRunning }
 
 // Limits of a video submit.
 const (
@@ -339,7 +345,7 @@ func (vs *VideoService) CreateVideoTask(ctx context.Context, id *Identity, p *Pr
 
 // Ended reports whether the task reached a final status.
 func (t *VideoTask) Ended() bool {
-	return t.Status != VideoPending && t.Status != VideoRunning
+	return t.Status.Ended()
 }
 
 // VideoParams decodes the private parameters of the task.
@@ -358,17 +364,17 @@ func (vs *VideoService) VideoDeadline(t *VideoTask) time.Time {
 // VideoTaskView is the public shape of a video task (D7); it never carries the prompt, the upstream or
 // its task id.
 type VideoTaskView struct {
-	ID         string    `json:"id"`
-	Status     string    `json:"status"`
-	Model      string    `json:"model"`
-	Resolution string    `json:"resolution"`
-	Duration   int       `json:"duration"`
-	Credits    int64     `json:"credits"`
-	Progress   int       `json:"progress"`
-	VideoURL   string    `json:"video_url,omitempty"`
-	Error      *string   `json:"error"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	ID         string      `json:"id"`
+	Status     VideoStatus `json:"status"`
+	Model      string      `json:"model"`
+	Resolution string      `json:"resolution"`
+	Duration   int         `json:"duration"`
+	Credits    int64       `json:"credits"`
+	Progress   int         `json:"progress"`
+	VideoURL   string      `json:"video_url,omitempty"`
+	Error      *string     `json:"error"`
+	CreatedAt  time.Time   `json:"created_at"`
+	UpdatedAt  time.Time   `json:"updated_at"`
 }
 
 // View returns the public shape of the task.
@@ -440,7 +446,7 @@ func (vs *VideoService) VideoTasks(ctx context.Context, id *Identity, status str
 	}
 	pageSize = min(pageSize, VideoPageSizeMax)
 	q := jobScope(a.DB.WithContext(ctx).Model(&VideoTask{}), id)
-	switch status {
+	switch VideoStatus(status) {
 	case "":
 	case VideoPending, VideoRunning, VideoDone, VideoFailed, VideoCancelled:
 		q = q.Where("status = ?", status)
@@ -605,12 +611,12 @@ func (vs *VideoService) CancelVideoTask(ctx context.Context, id *Identity, taskI
 // endVideoTx moves a pending or running task to a final status (failed or cancelled) with an optional
 // error and refunds it once, inside tx; it reports false, changing nothing, when the task already ended.
 // t is updated to what was stored.
-func (a *App) endVideoTx(tx *gorm.DB, t *VideoTask, status string, reason *string) (bool, error) {
+func (a *App) endVideoTx(tx *gorm.DB, t *VideoTask, status VideoStatus, reason *string) (bool, error) {
 	if t.Ended() {
 		return false, nil
 	}
 	now := a.Now()
-	res := tx.Model(&VideoTask{}).Where("id = ? AND status IN ?", t.ID, []string{VideoPending, VideoRunning}).
+	res := tx.Model(&VideoTask{}).Where("id = ? AND status IN ?", t.ID, []VideoStatus{VideoPending, VideoRunning}).
 		Updates(map[string]any{"status": status, "error": reason, "updated_at": now, "finished_at": now})
 	if res.Error != nil {
 		return false, Internal("video: end", res.Error)

@@ -288,7 +288,7 @@ func TestTenantStatsEndpoint(t *testing.T) {
 	_, otherKey := e.tenant("Other", 5)
 	now := time.Now().UTC()
 	for i, j := range []struct {
-		status  string
+		status  models.JobStatus
 		elapsed int64
 		cost    float64
 		age     time.Duration

@@ -56,7 +56,7 @@ func (s *Server) generateBatch(w http.ResponseWriter, r *http.Request, id *model
 	}
 	out := make([]map[string]string, len(jobs))
 	for i, j := range jobs {
-		out[i] = map[string]string{"jobId": j.ID, "status": j.Status}
+		out[i] = map[string]string{"jobId": j.ID, "status": string(j.Status)}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "jobs": out})
 	return nil

@@ -43,13 +43,13 @@ func videoUpstreams(t *testing.T) (*fakeupstream.Server, envOption) {
 }
 
 // waitVideo polls GET /api/videos?id= until the task has one of the statuses.
-func (e *env) waitVideo(key, id string, statuses ...string) *resp {
+func (e *env) waitVideo(key, id string, statuses ...models.VideoStatus) *resp {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		r := e.call("GET", "/api/videos?id="+id, key, nil).expect(e.t, 200)
 		for _, s := range statuses {
-			if r.str("status") == s {
+			if r.str("status") == string(s) {
 				return r
 			}
 		}

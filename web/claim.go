@@ -167,7 +167,7 @@ func (c *Console) loadClaim(r *http.Request, p *claimView) int {
 		p.State, p.Error = "unknown", "服务暂时不可用，请稍后再试。"
 		return status
 	}
-	p.Preview, p.State = prev, prev.Status
+	p.Preview, p.State = prev, string(prev.Status)
 	if prev.Status == models.ClaimDisabled {
 		return http.StatusGone
 	}
@@ -181,7 +181,7 @@ func (c *Console) claimError(r *http.Request, err error, state string) (int, str
 	case models.KindInvalid:
 		return status, "请检查填写的内容：" + msg
 	case models.KindConflict:
-		if state == models.ClaimDisabled {
+		if state == string(models.ClaimDisabled) {
 			return status, "该领取码已停用，无法再领取。"
 		}
 		return status, "该领取码已被其他邮箱领取。如果是您本人领取的，请填写领取时使用的邮箱。"

@@ -175,7 +175,7 @@ func claimOffer(p claimView) templ.Component {
 			templ_7745c5c3_Var5 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		if p.State == models.ClaimUsed {
+		if p.State == string(models.ClaimUsed) {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<h1>该领取码已被领取</h1><p>这个领取码只能领取一次，已经被使用。如果是您本人领取的，可以用领取时的邮箱再次提交，查看登录方式。</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err

@@ -302,7 +302,7 @@ func (c *Console) jobEvents(w http.ResponseWriter, r *http.Request, v *visit) er
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	send := func(j *models.JobView) error {
-		b, _ := json.Marshal(jobEvent{JobID: j.JobID, Status: j.Status, Progress: j.Progress, CDNURL: j.CDNURL,
+		b, _ := json.Marshal(jobEvent{JobID: j.JobID, Status: string(j.Status), Progress: j.Progress, CDNURL: j.CDNURL,
 			Error: j.Error, Created: shortTime(j.CreatedAt)})
 		if _, err := fmt.Fprintf(w, "event: job\ndata: %s\n\n", b); err != nil {
 			return err

@@ -514,7 +514,7 @@ func follow[R, V any](ctx context.Context, b *Broker, id *models.Identity, key e
 // when ctx ends. A job the identity may not see is KindNotFound, as for GET /api/jobs?id=.
 func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID string) (<-chan *models.JobView, error) {
 	f := &follower[models.Job, models.JobView]{view: (*models.Job).View, newer: newerJob,
-		done: func(v *models.JobView) bool { return jobEnded(v.Status) }}
+		done: func(v *models.JobView) bool { return v.Status.Ended() }}
 	return follow(ctx, b, id, eventKey{models.TopicJob, jobID}, f, func() (*models.Job, error) {
 		return models.ReadJobFor(ctx, b.db, id, jobID)
 	})
@@ -525,7 +525,7 @@ func (b *Broker) FollowJob(ctx context.Context, id *models.Identity, jobID strin
 // failed or cancelled). A task the identity may not see is KindNotFound, as for GET /api/videos?id=.
 func (b *Broker) FollowVideo(ctx context.Context, id *models.Identity, taskID string) (<-chan *models.VideoTaskView, error) {
 	f := &follower[models.VideoTask, models.VideoTaskView]{view: (*models.VideoTask).View, newer: newerVideo,
-		done: func(v *models.VideoTaskView) bool { return videoEnded(v.Status) }}
+		done: func(v *models.VideoTaskView) bool { return v.Status.Ended() }}
 	return follow(ctx, b, id, eventKey{models.TopicVideo, taskID}, f, func() (*models.VideoTask, error) {
 		return models.ReadVideoTaskFor(ctx, b.db, id, taskID)
 	})
@@ -577,24 +577,18 @@ func (b *Broker) FollowJobs(ctx context.Context, id *models.Identity) (<-chan *m
 	return f.stream.out, nil
 }
 
-func videoEnded(status string) bool {
-	return status == models.VideoDone || status == models.VideoFailed || status == models.VideoCancelled
-}
-
 // newerVideo reports whether v is a later, different state than last.
 func newerVideo(last, v *models.VideoTaskView) bool {
-	if v.UpdatedAt.Before(last.UpdatedAt) || videoEnded(last.Status) {
+	if v.UpdatedAt.Before(last.UpdatedAt) || last.Status.Ended() {
 		return false
 	}
 	return v.Status != last.Status || v.Progress != last.Progress || v.VideoURL != last.VideoURL ||
 		!equalStrPtr(v.Error, last.Error) || v.UpdatedAt.After(last.UpdatedAt)
 }
 
-func jobEnded(status string) bool { return status == models.JobDone || status == models.JobFailed }
-
 // newerJob reports whether v is a later, different state than last (an older reload is dropped).
 func newerJob(last, v *models.JobView) bool {
-	if v.UpdatedAt.Before(last.UpdatedAt) || jobEnded(last.Status) {
+	if v.UpdatedAt.Before(last.UpdatedAt) || last.Status.Ended() {
 		return false
 	}
 	return v.Status != last.Status || v.Progress != last.Progress || v.CDNURL != last.CDNURL ||
