@@ -298,3 +298,9 @@ func validEmail(s string) bool {
 	at := strings.LastIndexByte(s, '@')
 	return at > 0 && strings.Contains(s[at+1:], ".")
 }
+
+// AccountService holds tenants, their member accounts, their settings, callbacks and reports.
+type AccountService struct{ a *App }
+
+// Accounts returns tenants and accounts.
+func (a *App) Accounts() *AccountService { return a.svc.accounts }

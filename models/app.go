@@ -153,3 +153,26 @@ func (a *App) Workers() string {
 	}
 	return WorkersRunning
 }
+
+// The core's domain services. Each is a small set of use cases over the App's database and rules, in the
+// file of its domain (JobService in job.go, ClaimService in claim.go...), reached by accessor
+// (app.Jobs().SubmitImages, app.Claims().RedeemClaim), as a store's parts are in mattermost: no type
+// carries every operation, and a surface holds the App alone.
+
+// services are the App's domain services, made once by NewApp.
+type services struct {
+	jobs      *JobService
+	videos    *VideoService
+	copy      *CopyService
+	templates *TemplateService
+	accounts  *AccountService
+	uploads   *UploadService
+	auth      *AuthService
+	claims    *ClaimService
+	credits   *CreditService
+}
+
+func (a *App) initServices() {
+	a.svc = services{jobs: &JobService{a}, videos: &VideoService{a}, copy: &CopyService{a}, templates: &TemplateService{a},
+		accounts: &AccountService{a}, uploads: &UploadService{a}, auth: &AuthService{a}, claims: &ClaimService{a}, credits: &CreditService{a}}
+}

@@ -219,3 +219,36 @@ func hashtags(obj map[string]json.RawMessage) []string {
 	}
 	return out
 }
+
+// WriteArticle answers POST /api/article (spec 4.6, D8): the template's recipe becomes prompts, a chat
+// upstream chosen by routing writes the copy as a JSON object, and an answer ParseArticle cannot read
+// counts as that upstream's failure, so the next upstream of the chain is tried. Copy is free of credits
+// and counted in usage as copy.
+func (cs *CopyService) WriteArticle(ctx context.Context, id *Identity, req ArticleRequest) (*Article, error) {
+	p, err := cs.PrepareArticle(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := cs.a.router()
+	if err != nil {
+		return nil, err
+	}
+	var art *Article
+	msgs := []ChatMessage{{Role: "system", Content: p.System}, {Role: "user", Content: p.User}}
+	err = r.Chat(ctx, "copy generation", msgs, true, func(answer string) error {
+		a, err := ParseArticle(p.Format, answer)
+		art = a
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	cs.a.Credits().RecordUsage(id.TenantID, ServiceCopy, id.Agent)
+	return art, nil
+}
+
+// CopyService holds the generations answered at once: copy (articles), image readings and chat.
+type CopyService struct{ a *App }
+
+// Copy returns copy, image readings and chat.
+func (a *App) Copy() *CopyService { return a.svc.copy }

@@ -208,3 +208,10 @@ func (au *AuthService) OpenCookie(v string) (string, error) { return au.a.sealer
 func (au *AuthService) SignForm(purpose, value string) string {
 	return base64.RawURLEncoding.EncodeToString(Sign(au.a.secret, purpose, []byte(value)))
 }
+
+// AuthService holds identities and the ways to obtain one: keys, passwords, e-mailed codes, sessions,
+// device logins and OpenID Connect.
+type AuthService struct{ a *App }
+
+// Auth returns identities and sign-in.
+func (a *App) Auth() *AuthService { return a.svc.auth }

@@ -132,3 +132,25 @@ func sortedStrings(list []string) []string {
 	}
 	return out
 }
+
+// ModelCatalogue returns the answer of GET /api/available-models for a media type (image, the default,
+// or video): channels and families with their capabilities, or tiers, each marked available when an
+// upstream in rotation serves it. Provider names are left out.
+func (cs *CopyService) ModelCatalogue(id *Identity, mediaType string) (any, error) {
+	if err := id.Require(CapListModels); err != nil {
+		return nil, err
+	}
+	mt, err := CatalogueMedia(mediaType)
+	if err != nil {
+		return nil, err
+	}
+	r, err := cs.a.router()
+	if err != nil {
+		return nil, err
+	}
+	channels, tiers := r.Catalogue()
+	if mt == CatalogueVideo {
+		return NewVideoModels(tiers), nil
+	}
+	return NewImageModels(channels), nil
+}

@@ -857,3 +857,9 @@ func hasControlChars(s string, multiline bool) bool {
 	}
 	return false
 }
+
+// ClaimService holds claim codes: creating, listing, previewing and redeeming them.
+type ClaimService struct{ a *App }
+
+// Claims returns the claim codes.
+func (a *App) Claims() *ClaimService { return a.svc.claims }

@@ -146,3 +146,20 @@ func (a *App) checkBinding(model string) error {
 	}
 	return a.deps.Bindings.CheckBinding(model)
 }
+
+// errNoRouter answers a use case that needs the asynchronous side on an App built without it.
+var errNoRouter = &Error{Kind: KindUnavailable, Message: "generation is not available on this server process; retry later"}
+
+func (a *App) router() (Router, error) {
+	if a.deps.Router == nil {
+		return nil, errNoRouter
+	}
+	return a.deps.Router, nil
+}
+
+func (a *App) follower() (Follower, error) {
+	if a.deps.Follower == nil {
+		return nil, errNoRouter
+	}
+	return a.deps.Follower, nil
+}

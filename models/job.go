@@ -10,9 +10,10 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"studio/models/metrics"
 	"time"
 	"unicode/utf8"
+
+	"studio/models/metrics"
 
 	"gorm.io/datatypes"
 	"gorm.io/gorm"
@@ -927,3 +928,98 @@ func decodeCursor(c string) (time.Time, string, error) {
 	at, err := time.Parse(time.RFC3339Nano, ts)
 	return at, id, err
 }
+
+// SubmitImages validates, plans and charges image requests, then queues them: all accepted or none.
+func (js *JobService) SubmitImages(ctx context.Context, id *Identity, reqs []GenerateRequest) ([]*Job, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, Invalid("items must hold at least one request")
+	}
+	if len(reqs) > MaxBatch {
+		return nil, Invalid("a batch holds at most %d items, got %d", MaxBatch, len(reqs))
+	}
+	r, err := js.a.router()
+	if err != nil {
+		return nil, err
+	}
+	prepared := make([]*PreparedImage, len(reqs))
+	for i, req := range reqs {
+		p, err := js.PrepareImage(ctx, id, req)
+		if err != nil {
+			if len(reqs) > 1 {
+				return nil, prefixError(fmt.Sprintf("items[%d]: ", i), err)
+			}
+			return nil, err
+		}
+		if err := r.PlanImage(&p.Params); err != nil {
+			return nil, err
+		}
+		prepared[i] = p
+	}
+	return js.CreateImageJobs(ctx, id, prepared)
+}
+
+// prefixError adds a prefix to the message of an invalid-input error.
+func prefixError(prefix string, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindInvalid {
+		c := *e
+		c.Message = prefix + e.Message
+		return &c
+	}
+	return err
+}
+
+// SubmitImageToTemplate charges and queues an image-to-template job (read the image, choose
+// placeholders, create the template).
+func (js *JobService) SubmitImageToTemplate(ctx context.Context, id *Identity, req ImageToTemplateRequest) (*Job, error) {
+	p, err := js.PrepareImageToTemplate(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := js.a.router()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.PlanChat(true); err != nil {
+		return nil, err
+	}
+	jobs, err := js.CreateImageJobs(ctx, id, []*PreparedImage{p})
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// MayFollow answers whether the identity has jobs and video tasks to follow (403 when not), before a
+// WebSocket connection is accepted; each Follow operation checks again.
+func (js *JobService) MayFollow(id *Identity) error { return id.Require(CapGenerate) }
+
+// Live reports whether changes can be followed on this replica (the console's live lists).
+func (js *JobService) Live() bool { return js.a.deps.Follower != nil }
+
+// FollowJob streams one image job's changes.
+func (js *JobService) FollowJob(ctx context.Context, id *Identity, jobID string) (<-chan *JobView, error) {
+	f, err := js.a.follower()
+	if err != nil {
+		return nil, err
+	}
+	return f.FollowJob(ctx, id, jobID)
+}
+
+// FollowJobs streams the changes of every job the identity may see.
+func (js *JobService) FollowJobs(ctx context.Context, id *Identity) (<-chan *JobView, error) {
+	f, err := js.a.follower()
+	if err != nil {
+		return nil, err
+	}
+	return f.FollowJobs(ctx, id)
+}
+
+// JobService holds the image jobs: submitting, reading and the steps the workers record.
+type JobService struct{ a *App }
+
+// Jobs returns the image jobs.
+func (a *App) Jobs() *JobService { return a.svc.jobs }

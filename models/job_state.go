@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"studio/models/metrics"
 	"time"
+
+	"studio/models/metrics"
 
 	"gorm.io/gorm"
 )

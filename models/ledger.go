@@ -701,3 +701,9 @@ func abs64(v int64) int64 {
 	}
 	return v
 }
+
+// CreditService holds balances and the ledger: every charge, refund, allocation and grant, and usage.
+type CreditService struct{ a *App }
+
+// Credits returns balances and the ledger.
+func (a *App) Credits() *CreditService { return a.svc.credits }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -12,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"studio/models/contract"
+	"studio/models/media"
 )
 
 // Image reading (POST /api/reverse, spec 4.7): one synchronous call of a chat upstream with the vision
@@ -197,4 +200,92 @@ func (cs *CopyService) RefundReverse(ctx context.Context, rc *ReverseCharge) (bo
 		return false, asCoreError(fmt.Sprintf("reverse: refund %s", rc.Ref), err)
 	}
 	return refunded, nil
+}
+
+// ReadingInput is the picture of an image reading: a URL to fetch, or the bytes of an uploaded file
+// (read with ReadReadingFile).
+type ReadingInput struct {
+	ImageURL string
+	Image    []byte
+	MIME     string
+}
+
+// ReadReadingFile reads an uploaded image-reading file: png, jpg or webp decided from its bytes (400
+// otherwise), at most 6 MB (413 past it, as soon as the limit is passed).
+func ReadReadingFile(r io.Reader) ([]byte, string, error) {
+	data, kind, err := media.ReadAll(r, media.DetectImageForReading)
+	if err != nil {
+		return nil, "", ReadingImageError("file", err, true)
+	}
+	return data, kind.MIME, nil
+}
+
+// ReadingImageError explains why an input picture was refused; over the size limit is 413 for an
+// uploaded file (the request itself is too large) and 400 for an image_url.
+func ReadingImageError(field string, err error, uploaded bool) error {
+	switch {
+	case errors.Is(err, media.ErrTooLarge):
+		msg := fmt.Sprintf("%s is larger than %d MB, the limit of image reading", field, media.MaxReadingImageSize>>20)
+		if uploaded {
+			return &Error{Kind: KindTooLarge, Message: msg, Err: err}
+		}
+		return &Error{Kind: KindInvalid, Message: msg, Err: err}
+	case errors.Is(err, media.ErrUnsupportedType):
+		return &Error{Kind: KindInvalid, Message: field + " must be a png, jpg or webp picture (the type is read from its bytes)", Err: err}
+	case errors.Is(err, media.ErrBlockedAddress):
+		return &Error{Kind: KindInvalid, Message: field + " points at a loopback or private address, which is not allowed: " + PrivateURLHint, Err: err}
+	case errors.Is(err, media.ErrInvalidURL):
+		return &Error{Kind: KindInvalid, Message: field + " must be a public http(s) URL or a link from the upload endpoint", Err: err}
+	}
+	return &Error{Kind: KindInvalid, Message: field + " could not be read", Err: err}
+}
+
+// ReadImage answers POST /api/reverse (spec 4.7): it checks that a vision upstream exists and reads the
+// picture, then charges one credit, asks a vision upstream chosen by routing to describe the picture,
+// and refunds the credit once when every upstream of the chain failed. An answer ParseReading cannot
+// read counts as that upstream's failure.
+func (cs *CopyService) ReadImage(ctx context.Context, id *Identity, in ReadingInput) (*Reading, error) {
+	if err := id.Require(CapGenerate); err != nil {
+		return nil, err
+	}
+	if (in.ImageURL == "") == (in.Image == nil) {
+		return nil, Invalid("send exactly one of image_url (JSON body) and file (multipart body)")
+	}
+	r, err := cs.a.router()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.PlanChat(true); err != nil {
+		return nil, err
+	}
+	img, mime := in.Image, in.MIME
+	if in.ImageURL != "" {
+		if img, mime, err = r.FetchPicture(ctx, in.ImageURL); err != nil {
+			return nil, err
+		}
+	}
+	charge, err := cs.ChargeReverse(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var reading *Reading
+	err = r.ReadPicture(ctx, "image reading", img, mime, ReadingInstruction, func(answer string) error {
+		got, err := ParseReading(answer)
+		reading = got
+		return err
+	})
+	if err != nil {
+		if _, rerr := cs.RefundReverse(context.WithoutCancel(ctx), charge); rerr != nil {
+			slog.ErrorContext(ctx, "image reading: refund failed", "ref", charge.Ref, "err", rerr)
+			return nil, rerr
+		}
+		var core *Error
+		if errors.As(err, &core) {
+			c := *core
+			c.Message += "; the credit was refunded"
+			return nil, &c
+		}
+		return nil, err
+	}
+	return reading, nil
 }

@@ -978,3 +978,9 @@ func mustJSON(v any) datatypes.JSON {
 	}
 	return b
 }
+
+// TemplateService holds image and video templates and the skills behind them.
+type TemplateService struct{ a *App }
+
+// Templates returns the templates.
+func (a *App) Templates() *TemplateService { return a.svc.templates }

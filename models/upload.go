@@ -427,3 +427,9 @@ func (a *App) discardPending(ctx context.Context, store media.Store, u *Upload) 
 	}
 	return nil
 }
+
+// UploadService holds the files tenants upload into their workspaces.
+type UploadService struct{ a *App }
+
+// Uploads returns the uploads.
+func (a *App) Uploads() *UploadService { return a.svc.uploads }

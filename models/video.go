@@ -633,3 +633,65 @@ func (a *App) endVideoTx(tx *gorm.DB, t *VideoTask, status VideoStatus, reason *
 	}
 	return true, nil
 }
+
+// FollowVideo streams one video task's changes.
+func (vs *VideoService) FollowVideo(ctx context.Context, id *Identity, taskID string) (<-chan *VideoTaskView, error) {
+	f, err := vs.a.follower()
+	if err != nil {
+		return nil, err
+	}
+	return f.FollowVideo(ctx, id, taskID)
+}
+
+// SubmitVideo validates, plans and charges a video request, then queues it. With model auto the task
+// may move to another tier of the same resolution and cost when no upstream serves the cheapest one now.
+func (vs *VideoService) SubmitVideo(ctx context.Context, id *Identity, req VideoRequest) (*VideoTask, error) {
+	p, err := vs.PrepareVideo(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := vs.a.router()
+	if err != nil {
+		return nil, err
+	}
+	var first error
+	p.Tier = ""
+	for _, tier := range p.Tiers {
+		err := r.PlanVideo(tier, p.Duration, p.Resolution, &p.Params)
+		if err == nil {
+			p.Tier = tier
+			break
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if p.Tier == "" {
+		return nil, first
+	}
+	if p.Params.SpecMD != "" {
+		if err := r.PlanChat(false); err != nil {
+			return nil, err
+		}
+	}
+	return vs.CreateVideoTask(ctx, id, p)
+}
+
+// CancelVideo cancels a pending or running video task of the identity with a refund, then cancels it
+// at its upstream too; that last step is best effort and only logged when it fails.
+func (vs *VideoService) CancelVideo(ctx context.Context, id *Identity, taskID string) (*VideoTask, error) {
+	t, err := vs.CancelVideoTask(ctx, id, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if r, rerr := vs.a.router(); rerr == nil {
+		r.CancelUpstream(context.WithoutCancel(ctx), t.ID, t.Upstream, t.UpstreamTaskID)
+	}
+	return t, nil
+}
+
+// VideoService holds the video tasks: submitting, cancelling, reading and the steps the workers record.
+type VideoService struct{ a *App }
+
+// Videos returns the video tasks.
+func (a *App) Videos() *VideoService { return a.svc.videos }
