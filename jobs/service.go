@@ -24,6 +24,7 @@ import (
 	_ "studio/jobs/upstream/replicate"
 	"studio/models"
 	"studio/models/media"
+	"studio/models/pglisten"
 )
 
 // Options tunes the asynchronous side of the service.
@@ -222,8 +223,18 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	if opts.Events.MaxPerIdentity <= 0 {
 		opts.Events.MaxPerIdentity = cfg.MaxSubscriptionsPerIdentity
 	}
+	// On PostgreSQL one listener connection carries the broker's events and the core's credential
+	// changes (models/pglisten); on SQLite nothing listens.
+	var listener *pglisten.Listener
+	if db.Dialect == models.Postgres {
+		if listener = opts.Events.Listener; listener == nil {
+			listener = models.NewListener(db, pglisten.Options{RetryMax: opts.Events.RetryMax})
+			opts.Events.Listener = listener
+		}
+	}
 	s.Events = events.New(db, opts.Events)
-	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams}})
+	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams},
+		Listener: listener})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,7 @@ func NewApp(ctx context.Context, db *DB, cfg Config, deps Deps) (*App, error) {
 	a.Secret = []byte(secret)
 	a.Sealer = NewSealer(a.Secret)
 	a.Admin = NewAdminActions(a)
+	a.identityCacheOf() // on deps.Listener before anything starts it
 	return a, nil
 }
 
