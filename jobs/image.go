@@ -69,7 +69,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		return app.Jobs().FailJob(ctx, j.ID, fmt.Sprintf("generation timed out after %s; credits refunded", app.Config.JobDeadline))
 	}
 	runUntil := j.Deadline
-	if budget := app.Now().Add(attemptBudget(app.Config.JobDeadline)); budget.Before(runUntil) {
+	if budget := app.Now().Add(runBudget(ctx, app.Config.JobDeadline, s.longestCall())); budget.Before(runUntil) {
 		runUntil = budget
 	}
 	ctx, cancel := context.WithDeadline(withJob(ctx, j.ID), runUntil)
@@ -168,7 +168,7 @@ func (s *Service) pollImage(ctx context.Context, j *models.Job, u *upstream.Upst
 			return s.App.Jobs().FailJob(context.WithoutCancel(ctx), j.ID, "generation failed; credits refunded, you may resubmit")
 		}
 		slog.Warn("image: polling the upstream failed; polling again", "job_id", j.ID, "upstream", u.Name, "err", err)
-		return river.JobSnooze(retryDelay(err, s.opts.ImagePoll))
+		return waitAgain(ctx, retryDelay(err, s.opts.ImagePoll))
 	}
 	return s.imageTaskState(ctx, j, u, t)
 }
@@ -204,7 +204,7 @@ func (s *Service) imageTaskState(ctx context.Context, j *models.Job, u *upstream
 		note = fmt.Sprintf("generating (%d%%)", t.Progress)
 	}
 	_ = s.App.Jobs().SetJobProgress(context.WithoutCancel(ctx), j.ID, note)
-	return river.JobSnooze(s.opts.ImagePoll)
+	return waitAgain(ctx, s.opts.ImagePoll)
 }
 
 // storeResult writes a generated image to the media store, at most putConcurrency at once.
@@ -219,7 +219,12 @@ func (s *Service) storeResult(ctx context.Context, key string, img *upstream.Ima
 }
 
 // failGeneration ends a job after routing gave up: the message says what happened without naming upstreams.
+// A run that was only interrupted (this process is stopping, or the run used its budget while the job
+// still has time: a prompt expansion or a picture reading that outlasted RunBudget) hands the job back.
 func (s *Service) failGeneration(ctx context.Context, j *models.Job, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) || (ctx.Err() != nil && s.App.Now().Before(j.Deadline)) {
+		return handBack("image job", j.ID, ctx.Err())
+	}
 	msg := err.Error()
 	switch {
 	case errors.Is(err, errLostSubmission):

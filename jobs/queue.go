@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/tidwall/gjson"
 	"gorm.io/gorm"
 
 	"studio/models"
@@ -70,12 +71,14 @@ func indexArgsDirectly(ctx context.Context, db *models.DB) error {
 
 // QueueConfig tunes the queue.
 type QueueConfig struct {
-	Workers      *river.Workers
-	Periodic     []*river.PeriodicJob
-	MaxWorkers   int
-	JobTimeout   time.Duration // longest a single run of a job may take
-	RescueAfter  time.Duration // a running job whose heartbeat is older than this (its worker died) is run again
-	Heartbeat    time.Duration // how often a running job's heartbeat is written (well under RescueAfter)
+	Workers    *river.Workers
+	Periodic   []*river.PeriodicJob
+	MaxWorkers int
+	// JobTimeout bounds one run of the work whose worker sets no Timeout of its own (River's JobTimeout).
+	JobTimeout time.Duration
+	// RescueAfter is River's RescueStuckJobsAfter: a job running longer than this and than its worker's
+	// Timeout (its replica died) is run again. At least JobTimeout (River requires it).
+	RescueAfter  time.Duration
 	PollInterval time.Duration
 }
 
@@ -91,17 +94,17 @@ type Queue struct {
 // NewQueue builds the River clients for the database: riversqlite on SQLite, riverpgxv5 for the workers
 // on PostgreSQL (LISTEN/NOTIFY wake-ups) with riverdatabasesql for inserts inside GORM transactions.
 func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, error) {
-	var beat *heartbeat
 	rcfg := func() *river.Config {
 		return &river.Config{
 			Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
 			Workers:      cfg.Workers,
 			PeriodicJobs: cfg.Periodic,
-			// Runs are bounded by the heartbeat middleware (River requires its own timeout to be shorter
-			// than RescueStuckJobsAfter, which is short here because live jobs keep their heartbeat).
-			JobTimeout:                  -1,
+			// Every run is bounded (here, or by its worker's Timeout), and River's rescuer takes a job only
+			// once it has run longer than both RescueStuckJobsAfter and that bound: a live run has ended by
+			// then, so nothing of ours writes River's tables to keep it (see jobs/service.go: RescueAfter).
+			JobTimeout:                  cfg.JobTimeout,
 			RescueStuckJobsAfter:        cfg.RescueAfter,
-			Middleware:                  []rivertype.Middleware{beat},
+			Middleware:                  []rivertype.Middleware{&runPhase{}},
 			FetchPollInterval:           cfg.PollInterval,
 			FetchCooldown:               minDuration(cfg.PollInterval, 100*time.Millisecond),
 			MaxAttempts:                 10,
@@ -110,11 +113,6 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 		}
 	}
 	q := &Queue{}
-	beat = &heartbeat{every: cfg.Heartbeat, timeout: cfg.JobTimeout, db: db.SQL,
-		stmt: "UPDATE river_job SET attempted_at = now() WHERE id = $1 AND state = 'running' AND attempt = $2"}
-	if db.Dialect == models.SQLite {
-		beat.stmt = "UPDATE river_job SET attempted_at = datetime('now', 'subsec') WHERE id = ? AND state = 'running' AND attempt = ?"
-	}
 	switch db.Dialect {
 	case models.SQLite:
 		client, err := river.NewClient(riversqlite.New(db.SQL), rcfg())
@@ -143,7 +141,6 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			return nil, fmt.Errorf("queue: connect: %w", err)
 		}
 		q.pool = pool
-		beat.pool = pool
 		client, err := river.NewClient(riverpgxv5.New(pool), rcfg())
 		if err != nil {
 			pool.Close()
@@ -163,57 +160,82 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 	return q, nil
 }
 
-// heartbeat is the River worker middleware that keeps a running job from being rescued while its process
-// is alive: every `every` it moves the job's attempted_at (the time River's rescuer compares with
-// RescueStuckJobsAfter) to now. When the process dies the heartbeat stops, and River's rescuer (on the
-// elected leader) makes the job available again once RescueStuckJobsAfter has passed since the last beat.
-// It also bounds one run by timeout, as River's JobTimeout would.
-type heartbeat struct {
-	river.MiddlewareDefaults
-	every   time.Duration
-	timeout time.Duration
-	stmt    string
-	db      *sql.DB       // SQLite
-	pool    *pgxpool.Pool // PostgreSQL: the queue's own pool, so that a busy request pool never delays a beat
+// Runs that wait. An image job or a video task that follows a provider's task polls it in runs of one
+// poll each, snoozed in between (waitAgain): such a run is short, so it is bounded by waitBudget and the
+// job of a replica that died mid-poll is rescued after RescueAfter rather than after a whole run budget.
+// That the next run only polls is recorded with the job by River itself: waitAgain stores it as the run's
+// output (river.RecordOutput, kept in River's metadata of the job), where Timeout finds it in the job row
+// River hands it, both when a run starts and when River's rescuer looks at a job. Any other end of a
+// polling run (a result to download, a hand-back, an error) clears it (runPhase), so the run after it has
+// the whole budget again.
+const (
+	waitBudget    = 10 * time.Second
+	outputWaiting = "waiting"
+)
+
+// waitAgain ends a run that found its job waiting on a provider's task (still running, or a poll that
+// failed in passing): the job is run again after d, for one poll.
+func waitAgain(ctx context.Context, d time.Duration) error {
+	_ = river.RecordOutput(ctx, outputWaiting) // outside a River run there is nothing to record
+	return river.JobSnooze(d)
 }
 
-func (h *heartbeat) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
-	if h.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.timeout)
-		defer cancel()
-	}
-	if h.every <= 0 {
+// waitingRun reports whether the job's last run ended with waitAgain.
+func waitingRun(job *rivertype.JobRow) bool {
+	return gjson.GetBytes(job.Metadata, rivertype.MetadataKeyOutput).String() == outputWaiting
+}
+
+type waitingKey struct{}
+
+// runPhase is the River worker middleware that starts a polling run: it marks its context (runBudget)
+// and clears the record, which only waitAgain sets again.
+type runPhase struct{ river.MiddlewareDefaults }
+
+func (*runPhase) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	if !waitingRun(job) {
 		return doInner(ctx)
 	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(h.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.every)
-			var err error
-			if h.pool != nil {
-				_, err = h.pool.Exec(bctx, h.stmt, job.ID, job.Attempt)
-			} else {
-				_, err = h.db.ExecContext(bctx, h.stmt, job.ID, job.Attempt)
-			}
-			cancel()
-			if err != nil {
-				slog.Warn("queue: job heartbeat failed", "job", job.ID, "kind", job.Kind, "err", err)
-			}
-		}
-	}()
-	defer func() { close(stop); <-done }()
-	return doInner(ctx)
+	_ = river.RecordOutput(ctx, nil)
+	return doInner(context.WithValue(ctx, waitingKey{}, true))
 }
+
+// runBudget is how long the run of ctx may take: waitBudget for a run that only polls, else attemptBudget
+// (never more than half the job deadline).
+func runBudget(ctx context.Context, deadline, longestCall time.Duration) time.Duration {
+	if waiting, _ := ctx.Value(waitingKey{}).(bool); waiting {
+		return min(waitBudget, attemptBudget(deadline, longestCall))
+	}
+	return attemptBudget(deadline, longestCall)
+}
+
+// runTimeout is River's bound of a run of an image job or a video task, and the age from which its
+// rescuer runs the job again when the replica running it died: the run's budget and the margin for
+// handing the job back.
+func runTimeout(job *rivertype.JobRow, deadline, longestCall time.Duration) time.Duration {
+	if waitingRun(job) {
+		return min(waitBudget, attemptBudget(deadline, longestCall)) + runMargin
+	}
+	return attemptBudget(deadline, longestCall) + runMargin
+}
+
+// Timeout bounds one run of an image job (runTimeout).
+func (w *imageWorker) Timeout(job *river.Job[ImageJobArgs]) time.Duration {
+	return runTimeout(job.JobRow, w.s.App.Config.JobDeadline, w.s.longestCall())
+}
+
+// Timeout bounds one run of a video task (runTimeout): a start, or one poll.
+func (w *videoWorker) Timeout(job *river.Job[VideoTaskArgs]) time.Duration {
+	return runTimeout(job.JobRow, w.s.App.Config.JobDeadline, w.s.longestCall())
+}
+
+// Timeout bounds the delivery of one e-mail: the core bounds its SMTP conversation to 20 s.
+func (w *mailWorker) Timeout(*river.Job[MailArgs]) time.Duration { return 25 * time.Second }
+
+// Timeout bounds one pass of probes (each probe has its own bound of at most 30 s).
+func (w *probeWorker) Timeout(*river.Job[ProbeArgs]) time.Duration { return periodicTimeout }
+
+// Timeout bounds one pass of the deadline sweep and the pruning of expired rows.
+func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return periodicTimeout }
 
 // warnings passes on River's warnings and errors only: its informational lines (producer job counts every
 // 30 s, "entering poll only mode" on SQLite) say nothing an operator acts on.

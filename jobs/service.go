@@ -24,6 +24,7 @@ import (
 	_ "studio/jobs/upstream/replicate"
 	"studio/models"
 	"studio/models/media"
+	"studio/models/pglisten"
 )
 
 // Options tunes the asynchronous side of the service.
@@ -211,10 +212,8 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 			return SweepArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: opts.SweepInterval}}
 		}, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
-	deadline := cfg.JobDeadline
 	q, err := NewQueue(ctx, db, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers,
-		JobTimeout: attemptBudget(deadline) + 5*time.Second, RescueAfter: RescueAfter, Heartbeat: Heartbeat,
-		PollInterval: opts.PollInterval})
+		JobTimeout: JobTimeout, RescueAfter: RescueAfter, PollInterval: opts.PollInterval})
 	if err != nil {
 		return nil, err
 	}
@@ -222,9 +221,18 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	if opts.Events.MaxPerIdentity <= 0 {
 		opts.Events.MaxPerIdentity = cfg.MaxSubscriptionsPerIdentity
 	}
+	// On PostgreSQL one listener connection carries the broker's events and the core's credential
+	// changes (models/pglisten); on SQLite nothing listens.
+	var listener *pglisten.Listener
+	if db.Dialect == models.Postgres {
+		if listener = opts.Events.Listener; listener == nil {
+			listener = models.NewListener(db, pglisten.Options{RetryMax: opts.Events.RetryMax})
+			opts.Events.Listener = listener
+		}
+	}
 	s.Events = events.New(db, opts.Events)
 	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams},
-		Router: router{s}, Follower: s.Events, Process: s})
+		Router: router{s}, Follower: s.Events, Process: s, Listener: listener})
 	if err != nil {
 		return nil, err
 	}
@@ -232,17 +240,50 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	return s, nil
 }
 
-// A running job writes a heartbeat every Heartbeat; River's rescuer runs a job again once its heartbeat
-// is RescueAfter old (its process died). River's rescuer looks every 30 s, so the work of a replica that
-// died is picked up again 15-45 s after its last heartbeat (README: Running in production).
+// Crash recovery without writing River's tables (README: Running in production, Crash recovery). River
+// cancels a run at its worker's Timeout, and its rescuer, on the elected leader every 30 s, runs a job
+// again only once it has been running longer than both RescueAfter and that Timeout. A live run has ended
+// by then (done, failed, or handed back with a snooze), so it is never run a second time meanwhile; the
+// run of a replica that died is taken up once its bound has passed and the rescuer looks: within 15-45 s
+// for a poll of a provider's task (waitBudget), a callback or the like, within 50-80 s for a run that
+// calls an upstream itself (RunBudget).
 const (
-	Heartbeat   = 3 * time.Second
+	// JobTimeout bounds one run of work whose worker sets no Timeout (every worker here sets one).
+	JobTimeout = 10 * time.Second
+	// RescueAfter is River's RescueStuckJobsAfter (River requires it to be at least JobTimeout).
 	RescueAfter = 15 * time.Second
+	// RunBudget bounds one run of an image job or a video task that calls an upstream itself (half the job
+	// deadline when that is shorter): a synchronous generation, a submission to a provider, a result's
+	// download. Work that waits snoozes instead of holding a run (waitAgain), and a run that used its
+	// budget hands the job back (handBack) while the job has time left. When an upstream's soft time-out
+	// is longer, the bound is that time-out plus runMargin (attemptBudget): one call is never cut by the
+	// run's bound, and the work of a replica that died waits that much longer to be taken up.
+	RunBudget = 45 * time.Second
+	// runMargin is how long after a run's own budget River cancels it and its rescuer may take the job:
+	// time for a run cut at its budget to hand the job back.
+	runMargin = 5 * time.Second
+	// periodicTimeout bounds a pass of upstream probes or of the deadline sweep. Each runs once
+	// (MaxAttempts 1): rescuing the pass of a leader that died only discards it, and the next period's
+	// pass runs anyway.
+	periodicTimeout = 5 * time.Minute
 )
 
-// attemptBudget is the longest one run of a job may take: half its deadline, so that the work of a replica
-// that died is rescued and run again while the job still has time left.
-func attemptBudget(deadline time.Duration) time.Duration { return deadline / 2 }
+// attemptBudget is the longest one run of a job may take: RunBudget, or longer when an upstream's soft
+// time-out is (so that one call to it is never cut by the run's bound before its own time-out ends it),
+// and never more than half the job's deadline, so that the work of a replica that died is rescued and
+// run again while the job still has time left.
+func attemptBudget(deadline, longestCall time.Duration) time.Duration {
+	return min(deadline/2, max(RunBudget, longestCall+runMargin))
+}
+
+// longestCall is the longest soft time-out of the configured upstreams: how long one call may take.
+func (s *Service) longestCall() time.Duration {
+	var longest time.Duration
+	for _, u := range s.Engine.Registry().Current().All {
+		longest = max(longest, u.SoftTimeout)
+	}
+	return longest
+}
 
 // workQueue is the core's models.Enqueuer: the service's queue.
 type workQueue struct{ s *Service }

@@ -81,7 +81,7 @@ func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
 		return s.failVideo(ctx, t, fmt.Sprintf("video generation timed out after %s; credits refunded", s.App.Config.JobDeadline))
 	}
 	runUntil := deadline
-	if budget := s.App.Now().Add(attemptBudget(s.App.Config.JobDeadline)); budget.Before(runUntil) {
+	if budget := s.App.Now().Add(runBudget(ctx, s.App.Config.JobDeadline, s.longestCall())); budget.Before(runUntil) {
 		runUntil = budget
 	}
 	ctx, cancel := context.WithDeadline(withJob(ctx, t.ID), runUntil)
@@ -150,11 +150,11 @@ func (s *Service) recordStart(ctx context.Context, t *models.VideoTask, u *upstr
 		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, u.Name, upstreamTaskID)
 		return nil
 	}
-	return s.pollLater()
+	return s.pollLater(ctx)
 }
 
-// pollLater asks the queue to run the task's work again after the poll interval.
-func (s *Service) pollLater() error { return river.JobSnooze(s.opts.VideoPoll) }
+// pollLater asks the queue to run the task's work again after the poll interval, for one poll.
+func (s *Service) pollLater(ctx context.Context) error { return waitAgain(ctx, s.opts.VideoPoll) }
 
 // progressed records a running task's progress (reported by the upstream, 0 when it gives none) and
 // polls it again later, unless it ended meanwhile.
@@ -163,7 +163,7 @@ func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress 
 	if err != nil || !running {
 		return err
 	}
-	return s.pollLater()
+	return s.pollLater(ctx)
 }
 
 // videoRunFailed ends a task whose start or prompt expansion gave up, unless this run was only
@@ -231,7 +231,7 @@ func (s *Service) progressedAfter(ctx context.Context, t *models.VideoTask, prog
 	if err != nil || !running {
 		return err
 	}
-	return river.JobSnooze(max(d, s.opts.VideoPoll))
+	return waitAgain(ctx, max(d, s.opts.VideoPoll))
 }
 
 // storeVideo streams a completed video from its upstream into the media store under
@@ -256,6 +256,8 @@ func (s *Service) storeVideo(ctx context.Context, t *models.VideoTask, u *upstre
 		slog.Warn("video: the upstream's result is unusable", "task_id", t.ID, "upstream", t.Upstream, "err", err)
 		s.cancelUpstream(ctx, t.ID, t.Upstream, t.UpstreamTaskID)
 		return s.failVideo(ctx, t, "the generated video could not be used; credits refunded, you may resubmit")
+	case err != nil && ctx.Err() != nil && s.App.Now().Before(deadline):
+		return handBack("video task", t.ID, ctx.Err()) // the download outlasted this run's budget
 	case err != nil:
 		slog.Error("video: storing the result failed; the queue retries", "task_id", t.ID, "err", err)
 		return fmt.Errorf("jobs: store video: %w", err)

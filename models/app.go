@@ -47,6 +47,7 @@ func NewApp(ctx context.Context, db *DB, cfg Config, deps Deps) (*App, error) {
 	a.secret = []byte(secret)
 	a.sealer = NewSealer(a.secret)
 	a.Admin = NewAdminActions(a)
+	a.identityCacheOf() // on deps.Listener before anything starts it
 	return a, nil
 }
 

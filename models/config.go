@@ -90,7 +90,7 @@ var ConfigVars = []ConfigVar{
 			return err
 		}
 		if c.DBMaxConns < MinMaxConns {
-			return fmt.Errorf("must be at least %d (3 for notifications, the queue, background work and requests)", MinMaxConns)
+			return fmt.Errorf("must be at least %d (2 for notifications, the queue, background work and requests)", MinMaxConns)
 		}
 		return nil
 	}},

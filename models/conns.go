@@ -1,18 +1,21 @@
 package models
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"studio/models/pglisten"
 )
 
 // The PostgreSQL connections of a replica. One number bounds them all (SERVICE_DB_MAX_CONNS, or
 // pool_max_conns in DATABASE_URL), split between the pools that must never wait for each other:
 //
-//   - Listen: the three dedicated connections of notifications (the events' listener and notifier, the
-//     identity cache's listener);
+//   - Listen: the two dedicated connections of notifications: the process's one listener
+//     (models/pglisten, shared by the identity cache and the event broker) and the events' notifier;
 //   - Queue: River's pool (fetching, completing, the leader's maintenance, its own LISTEN);
 //   - Work: the statements of background work (WorkContext), few on purpose (see requestConns);
 //   - Requests: the rest, for the requests being served.
@@ -36,9 +39,9 @@ type ConnBudget struct {
 func SplitConns(total int) (ConnBudget, error) {
 	if total < MinMaxConns {
 		return ConnBudget{}, fmt.Errorf("config: SERVICE_DB_MAX_CONNS=%d: a replica needs at least %d PostgreSQL connections "+
-			"(3 for notifications, the queue, background work and requests); raise it", total, MinMaxConns)
+			"(2 for notifications, the queue, background work and requests); raise it", total, MinMaxConns)
 	}
-	b := ConnBudget{Total: total, Listen: 3, Queue: max(3, total/4), Work: max(2, total/10)}
+	b := ConnBudget{Total: total, Listen: 2, Queue: max(3, total/4), Work: max(2, total/10)}
 	b.Requests = total - b.Listen - b.Queue - b.Work
 	return b, nil
 }
@@ -75,4 +78,15 @@ func PoolURL(rawURL string) string {
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// NewListener returns a PostgreSQL listener (models/pglisten) on db's server: the process's one LISTEN
+// connection, counted in ConnBudget.Listen. jobs.New makes one and gives it to the core (Deps.Listener)
+// and to the event broker; either, built without it, makes its own. Nothing connects before its Start.
+func NewListener(db *DB, opts pglisten.Options) *pglisten.Listener {
+	cfg, _, err := PostgresConfig(db.URL)
+	if err != nil {
+		return pglisten.New(func(context.Context) (*pgx.Conn, error) { return nil, err }, opts)
+	}
+	return pglisten.New(pglisten.Connect(cfg), opts)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"studio/models/pglisten"
 )
 
 // The core produces two kinds of signals for the asynchronous side (package jobs): units of work to run
@@ -122,6 +124,9 @@ type Deps struct {
 	Router   Router
 	Follower Follower
 	Process  Process
+	// Listener is the process's PostgreSQL listener, shared with the event broker (jobs.New): the identity
+	// cache follows credential changes on it. Nil on PostgreSQL: the cache makes a listener of its own.
+	Listener *pglisten.Listener
 }
 
 // enqueue puts work on the queue inside tx.

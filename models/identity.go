@@ -3,7 +3,6 @@ package models
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,8 +10,10 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+
+	"studio/models/pglisten"
 )
 
 // IdentityKind names who is calling.
@@ -175,9 +176,10 @@ func (a *App) isAdminHash(ctx context.Context, hash string) bool {
 // credential, for at most IdentityCacheTTL. Changes that invalidate a credential (a tenant rekey, a
 // member rekey, a member disable) call identityChanged after they commit: it evicts the affected entries
 // here at once and, on PostgreSQL, announces the change with NOTIFY on AuthChannel. Every replica
-// listens on that channel on a dedicated connection and evicts the same entries when the notice
-// arrives; while that connection is down the cache is bypassed and emptied, and it is emptied again on
-// reconnection, because notices sent in between are lost. On SQLite there is one server process and
+// listens on that channel on its one listener connection (models/pglisten, shared with the event
+// broker) and evicts the same entries when the notice arrives; while that connection is down the cache
+// is bypassed and emptied, and it is emptied again on reconnection, because notices sent in between are
+// lost. On SQLite there is one server process and
 // local eviction is enough; a change committed by another process (the `studio admin` command) empties
 // the cache within sqliteWatchInterval. A fill that raced an eviction (it read the database before the
 // change committed) is dropped, so that a stale identity is never stored after its eviction.
@@ -192,20 +194,23 @@ const AuthChannel = "studio_auth"
 // maxCachedIdentities bounds the cache; past it, expired entries go, and if none had, all.
 const maxCachedIdentities = 100_000
 
-// identityCheckInterval is how often an idle listener checks that its App's database is still open.
+// identityCheckInterval is how often a following cache checks that its App's database is still open (it
+// then gives its listener back); it also checks when the listener's connection is lost.
 const identityCheckInterval = 5 * time.Second
 
 // identityCache is the cache of one App.
 type identityCache struct {
-	app     *App
-	mu      sync.RWMutex
-	entries map[string]cachedIdentity
-	epoch   uint64                   // incremented by every eviction, under mu
-	live    atomic.Bool              // entries may be served and stored: always on SQLite, while listening on PostgreSQL
-	echoes  map[string]chan struct{} // announcements of this process awaiting their own notice, by nonce
-	ready   chan struct{}
-	once    sync.Once // closes ready
-	start   sync.Once // starts following changes
+	app      *App
+	listener *pglisten.Listener // PostgreSQL: the one it follows AuthChannel on (nil on SQLite)
+	lost     chan struct{}      // signalled when the listener's connection is lost
+	mu       sync.RWMutex
+	entries  map[string]cachedIdentity
+	epoch    uint64                   // incremented by every eviction, under mu
+	live     atomic.Bool              // entries may be served and stored: always on SQLite, while listening on PostgreSQL
+	echoes   map[string]chan struct{} // announcements of this process awaiting their own notice, by nonce
+	ready    chan struct{}
+	once     sync.Once // closes ready
+	start    sync.Once // starts following changes
 }
 
 // cachedIdentity is one cache entry.
@@ -220,13 +225,44 @@ var identityCaches sync.Map // *App -> *identityCache
 
 // identities returns the App's identity cache, starting it on first use.
 func (a *App) identities() *identityCache {
+	c := a.identityCacheOf()
+	c.start.Do(c.follow)
+	return c
+}
+
+// identityCacheOf returns the App's identity cache, making it on the first call (NewApp's): on
+// PostgreSQL it is then registered on AuthChannel of the listener (Deps.Listener, or one of its own),
+// before anything starts a shared listener; it starts the listener itself on first use (follow).
+func (a *App) identityCacheOf() *identityCache {
 	if c, ok := identityCaches.Load(a); ok {
 		return c.(*identityCache)
 	}
-	v, _ := identityCaches.LoadOrStore(a, &identityCache{app: a, entries: map[string]cachedIdentity{},
-		echoes: map[string]chan struct{}{}, ready: make(chan struct{})})
+	fresh := &identityCache{app: a, entries: map[string]cachedIdentity{}, echoes: map[string]chan struct{}{},
+		ready: make(chan struct{}), lost: make(chan struct{}, 1)}
+	if a.DB.Dialect == Postgres {
+		if fresh.listener = a.deps.Listener; fresh.listener == nil {
+			fresh.listener = NewListener(a.DB, pglisten.Options{})
+		}
+	}
+	v, loaded := identityCaches.LoadOrStore(a, fresh)
 	c := v.(*identityCache)
-	c.start.Do(c.follow)
+	if loaded || c.listener == nil {
+		return c
+	}
+	c.listener.Handle(AuthChannel, pglisten.Handler{
+		Notify: func(n *pgconn.Notification) { c.evict(n.Payload) },
+		// Notices sent while nobody listened are lost: start from an empty cache.
+		Connected: func(context.Context) { c.clear(); c.goLive() },
+		// Until the listener is back, authenticate from the database.
+		Lost: func() {
+			c.live.Store(false)
+			c.clear()
+			select {
+			case c.lost <- struct{}{}: // follow checks at once whether the database was closed
+			default:
+			}
+		},
+	})
 	return c
 }
 
@@ -377,16 +413,31 @@ func (a *App) identityChanged(ctx context.Context, kind IdentityKind, id string)
 	}
 }
 
-// follow starts following credential changes: a listener on PostgreSQL. On SQLite the server is the
-// only process that changes credentials, so its own evictions are enough; a watcher still empties the
-// cache when another process (`studio admin` run against the same file) commits to the database.
+// follow starts following credential changes: the listener on PostgreSQL, held until the App's
+// database is closed. On SQLite the server is the only process that changes credentials, so its own
+// evictions are enough; a watcher still empties the cache when another process (`studio admin` run
+// against the same file) commits to the database.
 func (c *identityCache) follow() {
-	if c.app.DB.Dialect != Postgres {
+	if c.listener == nil {
 		c.goLive()
 		go c.watchOtherProcesses()
 		return
 	}
-	go c.listen()
+	release := c.listener.Start()
+	go func() {
+		t := time.NewTicker(identityCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-c.lost:
+			}
+			if databaseClosed(c.app.DB) {
+				release()
+				return
+			}
+		}
+	}()
 }
 
 // sqliteWatchInterval is how often the SQLite watcher asks whether another process wrote.
@@ -412,64 +463,6 @@ func (c *identityCache) watchOtherProcesses() {
 			last = v
 		}
 		time.Sleep(sqliteWatchInterval)
-	}
-}
-
-// errDatabaseClosed ends the listener of an App whose database was closed.
-var errDatabaseClosed = errors.New("identity: the database was closed")
-
-// listen keeps a LISTEN connection open until the App's database is closed, reconnecting with back-off.
-func (c *identityCache) listen() {
-	backoff := 100 * time.Millisecond
-	for {
-		err := c.listenOnce()
-		c.live.Store(false)
-		c.clear()
-		if errors.Is(err, errDatabaseClosed) || databaseClosed(c.app.DB) {
-			return
-		}
-		slog.Warn("identity: change listener lost; authenticating from the database until it reconnects", "err", err)
-		time.Sleep(backoff)
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-// listenOnce connects, listens on AuthChannel and applies notices until the connection fails or the
-// App's database is closed.
-func (c *identityCache) listenOnce() error {
-	ctx := context.Background()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	cfg, _, err := PostgresConfig(c.app.DB.URL)
-	var conn *pgx.Conn
-	if err == nil {
-		conn, err = pgx.ConnectConfig(cctx, cfg)
-	}
-	cancel()
-	if err != nil {
-		return fmt.Errorf("identity: connect listener: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+AuthChannel); err != nil {
-		return fmt.Errorf("identity: listen: %w", err)
-	}
-	// Notices sent while nobody listened are lost: start from an empty cache.
-	c.clear()
-	c.goLive()
-	for {
-		wctx, cancel := context.WithTimeout(ctx, identityCheckInterval)
-		n, err := conn.WaitForNotification(wctx)
-		timedOut := wctx.Err() != nil
-		cancel()
-		switch {
-		case err == nil:
-			c.evict(n.Payload)
-		case timedOut && !conn.IsClosed():
-			if databaseClosed(c.app.DB) {
-				return errDatabaseClosed
-			}
-		default:
-			return fmt.Errorf("identity: wait for notices: %w", err)
-		}
 	}
 }
 

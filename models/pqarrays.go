@@ -13,7 +13,8 @@ import (
 // array parameters wrapped for lib/pq (pq.Array). pgx would have each wrapper print its array as text,
 // parse that text back and encode it in binary: on PostgreSQL this was most of the CPU of enqueueing a
 // job. unwrapPQArrays lets pgx encode the slice inside the wrapper directly. Element types pgx does not
-// know (River's job state enum) keep the wrapper's text path.
+// know (River's job state enum) keep the wrapper's text path. It stays while jobs are enqueued through
+// riverdriver/riverdatabasesql inside GORM transactions; it changes only how parameters are encoded.
 func unwrapPQArrays(_ context.Context, conn *pgx.Conn) error {
 	m := conn.TypeMap()
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryUnwrapPQArray}, m.TryWrapEncodePlanFuncs...)

@@ -133,7 +133,7 @@ func TestAReplicaStaysWithinItsConnectionBudget(t *testing.T) {
 func TestSplitConnsGivesEveryPoolItsShare(t *testing.T) {
 	for _, total := range []int{models.MinMaxConns, 14, models.DefaultMaxConns, 100} {
 		b, err := models.SplitConns(total)
-		if err != nil || b.Requests < 3 || b.Queue < 3 || b.Work < 2 || b.Listen != 3 || b.Requests+b.Queue+b.Work+b.Listen != total {
+		if err != nil || b.Requests < 3 || b.Queue < 3 || b.Work < 2 || b.Listen != 2 || b.Requests+b.Queue+b.Work+b.Listen != total {
 			t.Errorf("SplitConns(%d) = %+v, %v", total, b, err)
 		}
 	}

@@ -4,7 +4,8 @@
 //
 // The core announces a change after its transaction commits through its models.Publisher (the Broker,
 // given to models.NewApp by jobs.New). The Broker publishes it to this process at once and, on
-// PostgreSQL, to the other replicas with pg_notify on the channel Channel (payload "topic:id"). An event
+// PostgreSQL, to the other replicas with pg_notify on the channel Channel (payload "topic:id"), which
+// every replica receives on its one listener (models/pglisten, shared with the identity cache). An event
 // carries no state: the broker reloads the row from the database (once per event and process, however
 // many follow it, many rows per query) and hands it to each follower, which turns it into the public
 // view and queues it, in order, on a channel of its own. Follow* read the current state only after
@@ -27,9 +28,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"studio/models"
+	"studio/models/pglisten"
 )
 
 // Channel is the PostgreSQL notification channel of job and video events.
@@ -39,7 +42,10 @@ const Channel = "studio_events"
 type Options struct {
 	// QueueLimit is how many unread states one stream keeps before it drops the oldest (default 16).
 	QueueLimit int
-	// RetryMax bounds the back-off between attempts to reconnect the PostgreSQL listener (default 5 s).
+	// Listener is the process's PostgreSQL listener (jobs.New shares it with the core's identity cache);
+	// nil on PostgreSQL: the broker makes its own.
+	Listener *pglisten.Listener
+	// RetryMax bounds the back-off between attempts to reconnect the broker's own listener (default 5 s).
 	RetryMax time.Duration
 	// MaxPerIdentity bounds the subscriptions one identity holds open at once on this replica, whatever
 	// the surface (GraphQL subscriptions, the console's event stream); the setting
@@ -74,8 +80,15 @@ type Broker struct {
 	notifyQueue []string
 	notifyWake  chan struct{}
 	notifierPID atomic.Uint32
-	listening   atomic.Bool
 
+	// PostgreSQL: the listener, held while the broker runs (release), whether it listens on Channel, and
+	// when it last stopped (lostAt: touched by the listener's hooks only).
+	listener  *pglisten.Listener
+	release   func()
+	listening atomic.Bool
+	lostAt    time.Time
+
+	ctx     context.Context // the running broker's
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
 	started bool
@@ -103,10 +116,16 @@ func New(db *models.DB, opts Options) *Broker {
 	b := &Broker{db: db, opts: opts, held: map[string]int{}, maxPerIdentity: opts.MaxPerIdentity,
 		subs: map[eventKey]map[*subscription]struct{}{}, pending: map[eventKey]struct{}{},
 		wake: make(chan struct{}, 1), notifyWake: make(chan struct{}, 1)}
+	if db.Dialect == models.Postgres {
+		if b.listener = opts.Listener; b.listener == nil {
+			b.listener = models.NewListener(db, pglisten.Options{RetryMax: opts.RetryMax})
+		}
+		b.listener.Handle(Channel, pglisten.Handler{Notify: b.received, Connected: b.connected, Lost: b.lost})
+	}
 	return b
 }
 
-// Start runs the delivery loop and, on PostgreSQL, the listener and the notifier connections.
+// Start runs the delivery loop and, on PostgreSQL, the notifier connection, and holds the listener.
 func (b *Broker) Start(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -114,11 +133,11 @@ func (b *Broker) Start(ctx context.Context) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b.cancel, b.started = cancel, true
+	b.ctx, b.cancel, b.started = ctx, cancel, true
 	b.run(func() { b.dispatch(ctx) })
-	if b.db.Dialect == models.Postgres {
-		b.run(func() { b.listen(ctx) })
+	if b.listener != nil {
 		b.run(func() { b.notify(ctx) })
+		b.release = b.listener.Start()
 	}
 	return nil
 }
@@ -131,19 +150,23 @@ func (b *Broker) run(f func()) {
 	}()
 }
 
-// Stop sends the notifications still queued, stops the loops and waits for them.
+// Stop sends the notifications still queued, stops the loops and waits for them, and gives the listener
+// back (it stops when nothing else holds it).
 func (b *Broker) Stop() {
 	b.mu.Lock()
-	cancel := b.cancel
-	b.started, b.cancel = false, nil
+	cancel, release := b.cancel, b.release
+	b.started, b.cancel, b.release = false, nil, nil
 	b.mu.Unlock()
 	if cancel != nil {
 		cancel()
 		b.done.Wait()
 	}
+	if release != nil {
+		release()
+	}
 }
 
-// Listening reports whether the PostgreSQL listener is connected (always false on SQLite).
+// Listening reports whether the PostgreSQL listener listens on Channel (always false on SQLite).
 func (b *Broker) Listening() bool { return b.listening.Load() }
 
 // Publish announces that the row id of topic changed: to this process at once and, on PostgreSQL, to
@@ -683,65 +706,47 @@ func (b *Broker) connect(ctx context.Context, name string) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// ListenerName is the application_name of the listener connections in pg_stat_activity.
-const ListenerName = "studio-events-listen"
+// ListenerName is the application_name of the listener's connection in pg_stat_activity: the process's
+// one listener (models/pglisten), which carries the events and the identity cache's notices.
+const ListenerName = pglisten.ApplicationName
 
-// listen is the PostgreSQL listener: one dedicated connection LISTENing on Channel. When the
-// connection is lost it reconnects with back-off and then re-reads what is followed here, because events
-// sent while it was away were not received.
-func (b *Broker) listen(ctx context.Context) {
-	delay := 100 * time.Millisecond
-	var lostAt time.Time
-	for ctx.Err() == nil {
-		conn, err := b.connect(ctx, ListenerName)
-		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+Channel)
-			if err != nil {
-				_ = conn.Close(context.Background())
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			slog.Warn("events: listener cannot connect; retrying", "err", err, "in", delay)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-			delay = min(2*delay, b.opts.RetryMax)
-			continue
-		}
-		delay = 100 * time.Millisecond
-		b.listening.Store(true)
-		b.resync(ctx, lostAt)
-		err = b.receive(ctx, conn)
-		b.listening.Store(false)
-		lostAt = time.Now()
-		_ = conn.Close(context.Background())
-		if ctx.Err() == nil {
-			slog.Warn("events: listener connection lost; reconnecting", "err", err)
-		}
+// received turns a notification of another replica into a local event (the listener's Notify).
+func (b *Broker) received(n *pgconn.Notification) {
+	if n.PID == b.notifierPID.Load() {
+		return // this replica's own event, already delivered here
+	}
+	topic, id, ok := strings.Cut(n.Payload, ":")
+	if !ok || id == "" {
+		return
+	}
+	b.mu.Lock()
+	if !b.started { // the listener outlives a stopped broker while the identity cache holds it
+		b.mu.Unlock()
+		return
+	}
+	b.pending[eventKey{models.Topic(topic), id}] = struct{}{}
+	b.mu.Unlock()
+	signal(b.wake)
+}
+
+// connected runs when the listener listens on Channel again (the listener's Connected): events sent
+// while it was away were not received, so what is followed here is re-read (resync, on a goroutine of
+// the broker's, so that the listener goes on meanwhile).
+func (b *Broker) connected(context.Context) {
+	b.listening.Store(true)
+	lostAt := b.lostAt
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.started {
+		ctx := b.ctx
+		b.run(func() { b.resync(ctx, lostAt) })
 	}
 }
 
-// receive turns notifications into local events until the connection fails or ctx ends.
-func (b *Broker) receive(ctx context.Context, conn *pgx.Conn) error {
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if n.PID == b.notifierPID.Load() {
-			continue // this replica's own event, already delivered here
-		}
-		topic, id, ok := strings.Cut(n.Payload, ":")
-		if !ok || id == "" {
-			continue
-		}
-		b.enqueue(eventKey{models.Topic(topic), id})
-	}
+// lost runs when the listener's connection is lost or closed (the listener's Lost).
+func (b *Broker) lost() {
+	b.listening.Store(false)
+	b.lostAt = time.Now()
 }
 
 // resync re-reads, after the listener (re)connected, every row followed here by id, and the rows of a
