@@ -1,7 +1,7 @@
 // Package graph is the GraphQL surface of studio, served at /graphql: queries and mutations over HTTP
 // (POST and GET), subscriptions over WebSocket (graphql-transport-ws and the legacy graphql-ws), and
 // GraphiQL for a browser. It mirrors the REST surface: every resolver authenticates the caller and calls
-// the same operation of the front door (jobs.Service) as the REST endpoint, which checks the permission
+// the same core operation (models.App, through its domain services) as the REST endpoint, which checks the permission
 // table, so refusals, validation messages, credit rules and hidden fields are the same.
 //
 // The schema lives in graph/*.graphqls; graph/generated.go and graph/models_gen.go are generated from it

@@ -26,12 +26,9 @@ func (r *queryResolver) Jobs(ctx context.Context, first *int, after *string, sta
 	if err != nil {
 		return nil, err
 	}
-	limit := 20
-	if first != nil {
-		if *first < 1 {
-			return nil, models.Invalid("first must be a positive integer (at most 100)")
-		}
-		limit = *first
+	limit, err := models.JobsPageSize("first", first)
+	if err != nil {
+		return nil, err
 	}
 	page, err := r.svc.Jobs().Jobs(ctx, id, deref(status), deref(after), limit)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 // Resolver is the root of the resolvers: the core and the asynchronous side they call.
 type Resolver struct {
-	svc              *models.App // the front door of the core: every operation goes through it
+	svc              *models.App // the core: every operation goes through its domain services
 	maxSubscriptions int
 	// setups bounds the subscriptions being set up at once (identity and current state read from the
 	// database), so that thousands of clients reconnecting together queue here instead of piling up on

@@ -12,6 +12,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -25,6 +26,13 @@ func imageRoute(p *models.ImageParams) routing.Request {
 		req.Needs = append(req.Needs, upstream.Capability(c))
 	}
 	return req
+}
+
+// PlanImage answers the core (models.Router) whether routing can serve an image request now: 400
+// 当前无可用上游 before anything is charged when no upstream can.
+func (r router) PlanImage(p *models.ImageParams) error {
+	_, err := r.s.Engine.Plan(imageRoute(p))
+	return calls.RouteError(err)
 }
 
 // imageWorker runs one image job to its end: done with a stored result, or failed and refunded.

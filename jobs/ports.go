@@ -20,16 +20,6 @@ var _ models.Router = router{}
 // readingRoute routes image readings: chat upstreams that accept pictures.
 var readingRoute = routing.Request{Media: upstream.MediaChat, Needs: []upstream.Capability{upstream.CapVision}}
 
-func (r router) PlanImage(p *models.ImageParams) error {
-	_, err := r.s.Engine.Plan(imageRoute(p))
-	return calls.RouteError(err)
-}
-
-func (r router) PlanVideo(tier string, duration int, resolution string, p *models.VideoParams) error {
-	_, err := r.s.Engine.Plan(videoRoute(tier, duration, resolution, p))
-	return calls.RouteError(err)
-}
-
 func (r router) PlanChat(vision bool) error {
 	req := calls.ChatRoute
 	if vision {

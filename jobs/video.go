@@ -10,6 +10,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"studio/jobs/internal/calls"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
@@ -48,6 +49,12 @@ func videoRoute(tier string, duration int, resolution string, p *models.VideoPar
 		req.Needs = append(req.Needs, upstream.Capability(c))
 	}
 	return req
+}
+
+// PlanVideo answers the core (models.Router) whether routing can serve a video request of tier now.
+func (r router) PlanVideo(tier string, duration int, resolution string, p *models.VideoParams) error {
+	_, err := r.s.Engine.Plan(videoRoute(tier, duration, resolution, p))
+	return calls.RouteError(err)
 }
 
 // videoWorker advances one video task by one step: start, or one poll.

@@ -21,6 +21,25 @@ import (
 	"studio/models/contract"
 )
 
+// The page of the jobs list: JobsPageDefault jobs unless the caller asks for another number, at most
+// JobsPageMax (a larger number is served as JobsPageMax).
+const (
+	JobsPageDefault = 20
+	JobsPageMax     = 100
+)
+
+// JobsPageSize reads the page size a caller gave as field (REST limit, GraphQL first): nil is the
+// default; anything but a positive integer is 400.
+func JobsPageSize(field string, n *int) (int, error) {
+	if n == nil {
+		return JobsPageDefault, nil
+	}
+	if *n < 1 {
+		return 0, Invalid("%s must be a positive integer (at most %d)", field, JobsPageMax)
+	}
+	return min(*n, JobsPageMax), nil
+}
+
 // JobStatus is the status of an image job (spec section 3).
 type JobStatus string
 
@@ -876,11 +895,9 @@ func (js *JobService) Jobs(ctx context.Context, id *Identity, status, cursor str
 		return nil, err
 	}
 	if limit <= 0 {
-		limit = 20
+		limit = JobsPageDefault
 	}
-	if limit > 100 {
-		limit = 100
-	}
+	limit = min(limit, JobsPageMax)
 	q := jobScope(a.DB.WithContext(ctx), id)
 	switch JobStatus(status) {
 	case "":

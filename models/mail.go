@@ -2,29 +2,19 @@ package models
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"mime"
-	"net"
-	"net/mail"
-	"net/smtp"
-	"net/url"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
+
+	"studio/models/mail"
 )
 
-// mailTimeout bounds one whole SMTP conversation.
-const mailTimeout = 20 * time.Second
-
-// SendMail sends one plain-text e-mail through SERVICE_SMTP_URL, or writes it to the log when that is unset.
-//
-// The URL is smtp://user:pass@host:port (port 25 by default; STARTTLS is used when the server offers it)
-// or smtps://user:pass@host:port (implicit TLS, port 465 by default). The sender is the `from` query
-// parameter (smtp://host:25?from=studio@example.com), by default no-reply@ the host of SERVICE_BASE_URL.
+// SendMail sends one plain-text e-mail through SERVICE_SMTP_URL (models/mail), or writes it to the log
+// when that is unset. The sender is the URL's `from` query parameter (smtp://host:25?from=studio@example.com),
+// by default no-reply@ the host of SERVICE_BASE_URL.
 func (au *AuthService) SendMail(ctx context.Context, to, subject, body string) error {
 	a := au.a
 	if strings.ContainsAny(to, "\r\n") || strings.ContainsAny(subject, "\r\n") {
@@ -34,16 +24,7 @@ func (au *AuthService) SendMail(ctx context.Context, to, subject, body string) e
 		slog.InfoContext(ctx, "e-mail not sent (SERVICE_SMTP_URL is unset)", "to", to, "subject", subject, "body", body)
 		return nil
 	}
-	u, err := url.Parse(a.Config.SMTPURL)
-	if err != nil {
-		return Internal("mail: parse SERVICE_SMTP_URL", err)
-	}
-	from := u.Query().Get("from")
-	if from == "" {
-		from = "no-reply@" + hostOf(a.Config.BaseURL)
-	}
-	msg := mailMessage(from, to, subject, body, a.Now())
-	if err := sendSMTP(ctx, u, from, to, msg); err != nil {
+	if err := mail.Send(ctx, a.Config.SMTPURL, a.Config.BaseURL, to, subject, body, a.Now()); err != nil {
 		return &Error{Kind: KindUnavailable, Message: "the e-mail could not be sent; try again later", Err: fmt.Errorf("mail: %w", err)}
 	}
 	return nil
@@ -87,83 +68,4 @@ func (au *AuthService) DeliverQueuedMail(ctx context.Context, sealed string) err
 		return Invalid("mail: the queued message is malformed")
 	}
 	return a.Auth().SendMail(ctx, m.To, m.Subject, m.Body)
-}
-
-// hostOf returns the host name of a URL, "localhost" when it has none.
-func hostOf(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
-		return u.Hostname()
-	}
-	return "localhost"
-}
-
-// mailMessage formats an RFC 5322 message with a UTF-8 plain-text body.
-func mailMessage(from, to, subject, body string, now time.Time) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "From: %s\r\n", (&mail.Address{Address: from}).String())
-	fmt.Fprintf(&b, "To: %s\r\n", (&mail.Address{Address: to}).String())
-	fmt.Fprintf(&b, "Subject: %s\r\n", mime.QEncoding.Encode("utf-8", subject))
-	fmt.Fprintf(&b, "Date: %s\r\n", now.Format(time.RFC1123Z))
-	fmt.Fprintf(&b, "Message-ID: <%s@%s>\r\n", NewID(), from[strings.LastIndex(from, "@")+1:])
-	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n")
-	b.WriteString(strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\n", "\r\n"))
-	return []byte(b.String())
-}
-
-// sendSMTP delivers msg over one SMTP conversation bounded by mailTimeout.
-func sendSMTP(ctx context.Context, u *url.URL, from, to string, msg []byte) error {
-	host := u.Hostname()
-	port := u.Port()
-	if port == "" {
-		port = "25"
-		if u.Scheme == "smtps" {
-			port = "465"
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, mailTimeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
-	if err != nil {
-		return err
-	}
-	deadline, _ := ctx.Deadline()
-	_ = conn.SetDeadline(deadline)
-	if u.Scheme == "smtps" {
-		conn = tls.Client(conn, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
-	}
-	c, err := smtp.NewClient(conn, host)
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	defer c.Close()
-	if ok, _ := c.Extension("STARTTLS"); ok && u.Scheme == "smtp" {
-		if err := c.StartTLS(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}); err != nil {
-			return err
-		}
-	}
-	if u.User != nil && u.User.Username() != "" {
-		pass, _ := u.User.Password()
-		if err := c.Auth(smtp.PlainAuth("", u.User.Username(), pass, host)); err != nil {
-			return err
-		}
-	}
-	if err := c.Mail(from); err != nil {
-		return err
-	}
-	if err := c.Rcpt(to); err != nil {
-		return err
-	}
-	w, err := c.Data()
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(msg); err != nil {
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return c.Quit()
 }

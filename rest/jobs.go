@@ -72,13 +72,17 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request, id *models.Identit
 		writeOK(w, j.View())
 		return nil
 	}
-	limit := 20
+	var given *int
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			return models.Invalid("limit must be a positive integer (at most 100)")
+		if err != nil {
+			n = 0 // not a number: refused like any other size that is not positive
 		}
-		limit = n
+		given = &n
+	}
+	limit, err := models.JobsPageSize("limit", given)
+	if err != nil {
+		return err
 	}
 	page, err := s.svc.Jobs().Jobs(r.Context(), id, q.Get("status"), q.Get("cursor"), limit)
 	if err != nil {

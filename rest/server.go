@@ -1,5 +1,5 @@
 // Package rest is the REST surface of studio: it authenticates the caller, decodes requests, calls the
-// front door of the core (jobs.Service) and encodes responses. It holds no business rule of its own: the
+// core (models.App, through its domain services) and encodes responses. It holds no business rule of its own: the
 // core decides what each identity may do (models/capability.go).
 package rest
 
@@ -31,7 +31,7 @@ type Options struct {
 
 // Server is the REST surface.
 type Server struct {
-	svc    *models.App // the front door of the core: every operation goes through it
+	svc    *models.App // the core: every operation goes through its domain services
 	opts   Options
 	router *mux.Router
 }

@@ -31,7 +31,7 @@ type ConsoleOptions struct {
 
 // Console serves the console, the sign-in pages, the claim landing pages and the static files.
 type Console struct {
-	svc   *models.App // the front door of the core: every operation goes through it
+	svc   *models.App // the core: every operation goes through its domain services
 	opts  ConsoleOptions
 	csp   string
 	forms *formGuard // the token and cross-site check of every form (web/forms.go)
