@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"studio/models/config"
 	"studio/models/pglisten"
 )
 
@@ -27,8 +28,8 @@ import (
 // DefaultMaxConns is the default connection budget of a replica.
 const DefaultMaxConns = 30
 
-// MinMaxConns is the smallest budget that leaves every pool something.
-const MinMaxConns = 12
+// MinMaxConns is the smallest budget that leaves every pool something (a setting's bound: models/config).
+const MinMaxConns = config.MinMaxConns
 
 // ConnBudget is how a replica's PostgreSQL connections are split.
 type ConnBudget struct {

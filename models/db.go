@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"studio/models/config"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -127,7 +129,7 @@ func OpenDBConns(ctx context.Context, rawURL string, maxConns int) (*DB, error) 
 	defer cancel()
 	if err := db.SQL.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("database: cannot reach %s: %w", redactURL(rawURL), err)
+		return nil, fmt.Errorf("database: cannot reach %s: %w", config.RedactURL(rawURL), err)
 	}
 	return db, nil
 }

@@ -76,7 +76,7 @@ func TestSurfacesHoldTheCoreAndInfrastructureImportsNoneOfIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infrastructure := []string{"studio/models/mail", "studio/models/media", "studio/models/metrics", "studio/models/oidc", "studio/models/pglisten"}
+	infrastructure := []string{"studio/models/config", "studio/models/mail", "studio/models/media", "studio/models/metrics", "studio/models/oidc", "studio/models/pglisten"}
 	seen := 0
 	for _, p := range pkgs {
 		surface := strings.HasPrefix(p.PkgPath, "studio/rest") || strings.HasPrefix(p.PkgPath, "studio/graph") || strings.HasPrefix(p.PkgPath, "studio/web")
