@@ -106,6 +106,3 @@ func (a *App) UpstreamSubmitted(ctx context.Context, ownerID, upstream, taskID s
 	}
 	return nil
 }
-
-// migrateUpstreamTasks creates the table of upstream submissions (version 6).
-func migrateUpstreamTasks(tx *gorm.DB) error { return tx.AutoMigrate(&UpstreamTask{}) }
