@@ -2,131 +2,149 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
-	"time"
+	"slices"
+	"strings"
+	"testing/fstest"
 
-	"gorm.io/gorm"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"studio/models/migrations"
 )
 
-// Migration is one forward-only schema step.
-type Migration struct {
-	Version int
-	Name    string
-	Up      func(tx *gorm.DB) error
-}
+// The schema is versioned SQL per dialect (models/migrations), applied by goose: a change is a new
+// numbered file, a released one is never edited. Nothing derives the schema from the structs at run time.
 
-// Migrations is the ordered list of schema steps; append, never edit a released one.
-var Migrations = []Migration{
-	{1, "initial schema", func(tx *gorm.DB) error { return tx.AutoMigrate(AllEntities()...) }},
-	{2, "console sessions remember the hash of their key", func(tx *gorm.DB) error { return tx.AutoMigrate(&Session{}) }},
-	{3, "open jobs and video tasks are found through partial indexes", openWorkIndexes},
-	{4, "an upstream attempt row counts alike calls and names the process that made them", func(tx *gorm.DB) error { return tx.AutoMigrate(&UpstreamAttempt{}) }},
-	{5, "login tokens carry a version that ends them; e-mailed codes count wrong attempts; logins of claimed accounts end", endClaimedLogins},
-	{6, "submissions to upstream task protocols are recorded before they leave", migrateUpstreamTasks},
-	{7, "replicas announce themselves (a replica with local media refuses to join others)", func(tx *gorm.DB) error { return tx.AutoMigrate(&Replica{}) }},
-}
+// gooseTable is goose's record of the versions applied (its default name).
+const gooseTable = "goose_db_version"
 
-// endClaimedLogins adds users.token_version and email_codes.attempts, then ends every login of each
-// account that a claim code was redeemed for. Before this version a redemption returned a 24-hour login
-// token for any e-mail, also for an account that existed before it (decisions D8, rewritten): such a
-// token, and whatever was opened with it (console sessions, device logins), must stop working. Which
-// tokens came from a redemption is not recorded, so every login of these accounts ends; their owners sign
-// in again with their password or a code e-mailed to the address.
-func endClaimedLogins(tx *gorm.DB) error {
-	m := tx.Migrator()
-	if !m.HasColumn(&User{}, "TokenVersion") {
-		if err := m.AddColumn(&User{}, "TokenVersion"); err != nil {
-			return err
-		}
-	}
-	if !m.HasColumn(&EmailCode{}, "Attempts") {
-		if err := m.AddColumn(&EmailCode{}, "Attempts"); err != nil {
-			return err
-		}
-	}
-	claimed := tx.Model(&ClaimRedemption{}).Select("user_id")
-	for _, step := range []*gorm.DB{
-		tx.Model(&User{}).Where("id IN (?)", claimed).Update("token_version", gorm.Expr("token_version + 1")),
-		tx.Where("user_id IN (?)", claimed).Delete(&Session{}),
-		tx.Model(&DeviceAuthorization{}).Where("user_id IN (?) AND status = ?", claimed, DeviceApproved).
-			Updates(map[string]any{"status": DeviceDenied, "user_id": nil}),
-	} {
-		if step.Error != nil {
-			return step.Error
-		}
-	}
-	return nil
-}
+// legacyTable is the record of the numbering before goose, kept as it is (migrations/legacy).
+const legacyTable = "schema_migrations"
 
-// openWorkIndexes replaces the plain status indexes of jobs and video tasks by partial indexes on the
-// open rows, which are what the deadline sweep and the queue gauges look for. A plain status index let
-// PostgreSQL cache a generic plan for "id = $1 AND status = $2" (the conditional completion of a job)
-// that walked every pending job instead of the primary key, when the table had not been analysed yet:
-// the completion grew linear in the backlog. A partial index cannot serve a status given as a parameter.
-func openWorkIndexes(tx *gorm.DB) error {
-	for _, stmt := range []string{
-		"DROP INDEX IF EXISTS idx_jobs_status",
-		"DROP INDEX IF EXISTS idx_video_tasks_status",
-		"CREATE INDEX IF NOT EXISTS idx_jobs_pending ON jobs (deadline) WHERE status = 'pending'",
-		"CREATE INDEX IF NOT EXISTS idx_video_tasks_open ON video_tasks (created_at) WHERE status IN ('pending', 'running')",
-	} {
-		if err := tx.Exec(stmt).Error; err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type schemaMigration struct {
-	Version   int `gorm:"primaryKey;autoIncrement:false"`
-	Name      string
-	AppliedAt time.Time
-}
-
-func (schemaMigration) TableName() string { return "schema_migrations" }
-
-// migrationLockKey is the PostgreSQL advisory lock that serialises replicas starting at once.
+// migrationLockKey is the PostgreSQL advisory lock that serialises replicas starting at once. The
+// releases before goose took the same key, so one of them starting beside a newer replica takes turns
+// with it.
 const migrationLockKey = 7_246_310_001
 
-// Migrate applies pending migrations and then the extra steps (the queue's schema), all under one lock
-// so that replicas starting together migrate once.
+// Migrate brings the schema to the newest version of models/migrations and then runs the extra steps (the
+// queue's schema), all under one lock so that replicas starting together migrate once. A database of the
+// numbering before goose is first brought to version 1 (handOver).
 func Migrate(ctx context.Context, db *DB, extra ...func(ctx context.Context) error) error {
 	unlock, err := db.lockMigrations(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := db.WithContext(ctx).AutoMigrate(&schemaMigration{}); err != nil {
-		return fmt.Errorf("migrate: schema_migrations: %w", err)
+	if err := handOver(ctx, db); err != nil {
+		return err
 	}
-	var applied []int
-	if err := db.WithContext(ctx).Model(&schemaMigration{}).Pluck("version", &applied).Error; err != nil {
-		return fmt.Errorf("migrate: read versions: %w", err)
+	fsys, err := migrations.FS(string(db.Dialect))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
-	done := map[int]bool{}
-	for _, v := range applied {
-		done[v] = true
-	}
-	for _, m := range Migrations {
-		if done[m.Version] {
-			continue
-		}
-		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := m.Up(tx); err != nil {
-				return err
-			}
-			return tx.Create(&schemaMigration{Version: m.Version, Name: m.Name, AppliedAt: time.Now().UTC()}).Error
-		})
-		if err != nil {
-			return fmt.Errorf("migrate: version %d (%s): %w", m.Version, m.Name, err)
-		}
-		slog.Info("migration applied", "version", m.Version, "name", m.Name)
+	if err := gooseUp(ctx, db, fsys); err != nil {
+		return err
 	}
 	for _, step := range extra {
 		if err := step(ctx); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// handOver brings a database of the numbering before goose (schema_migrations, versions 1 to 7, and no
+// version 1 in goose's table) to version 1: the steps of that numbering it lacks run as frozen SQL
+// (migrations/legacy), in one transaction with goose's record of version 1. The released schemas of
+// versions 1 to 7 differ from version 1 by these steps only, apart from where the columns they add stand
+// in their tables (last), which no query depends on (models/testdata/released, compared by
+// TestUpgradeFromEveryReleasedVersion). A schema_migrations with no row records a first start that failed
+// before any step: it is dropped and the database is taken as new.
+func handOver(ctx context.Context, db *DB) error {
+	gdb := db.WithContext(ctx)
+	m := gdb.Migrator()
+	if !m.HasTable(legacyTable) {
+		return nil
+	}
+	if m.HasTable(gooseTable) {
+		var n int64
+		if err := gdb.Table(gooseTable).Where("version_id = ?", 1).Count(&n).Error; err != nil {
+			return fmt.Errorf("migrate: read %s: %w", gooseTable, err)
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	var versions []int
+	if err := gdb.Raw("SELECT version FROM " + legacyTable).Scan(&versions).Error; err != nil {
+		return fmt.Errorf("migrate: read %s: %w", legacyTable, err)
+	}
+	if len(versions) == 0 {
+		if err := gdb.Exec("DROP TABLE " + legacyTable).Error; err != nil {
+			return fmt.Errorf("migrate: drop the empty %s: %w", legacyTable, err)
+		}
+		return nil
+	}
+	if !slices.Contains(versions, 1) || slices.Max(versions) > migrations.LegacyLast {
+		slices.Sort(versions)
+		return fmt.Errorf("migrate: %s holds versions %v: not a database of a released version (1 to %d)",
+			legacyTable, versions, migrations.LegacyLast)
+	}
+	var up strings.Builder
+	up.WriteString("-- Version 1 for a database of the numbering before goose: the steps it lacked.\n-- +goose Up\n")
+	var steps []int
+	for v := 2; v <= migrations.LegacyLast; v++ {
+		if slices.Contains(versions, v) {
+			continue
+		}
+		sql, err := migrations.LegacyStep(string(db.Dialect), v)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		up.WriteString(sql)
+		steps = append(steps, v)
+	}
+	fsys := fstest.MapFS{"00001_schema_migrations.sql": &fstest.MapFile{Data: []byte(up.String())}}
+	if err := gooseUp(ctx, db, fsys); err != nil {
+		return fmt.Errorf("migrate: from %s (steps %v): %w", legacyTable, steps, err)
+	}
+	slog.Info("schema_migrations handed over to goose", "steps_run", steps)
+	return nil
+}
+
+// gooseUp applies the pending goose migrations of fsys. On PostgreSQL goose takes its own session lock
+// too (goose's key): it matters to goose run from outside the service, as replicas hold migrationLockKey
+// already.
+func gooseUp(ctx context.Context, db *DB, fsys fs.FS) error {
+	dialect := goose.DialectSQLite3
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	if db.Dialect == Postgres {
+		dialect = goose.DialectPostgres
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 600))
+		if err != nil {
+			return fmt.Errorf("migrate: goose lock: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	// The provider is not closed: Close would close db.SQL.
+	p, err := goose.NewProvider(dialect, db.SQL, fsys, opts...)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	results, err := p.Up(ctx)
+	var partial *goose.PartialError
+	if errors.As(err, &partial) {
+		results = partial.Applied
+	}
+	for _, r := range results {
+		slog.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "duration", r.Duration)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
 }

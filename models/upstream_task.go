@@ -110,6 +110,3 @@ func (js *JobService) UpstreamSubmitted(ctx context.Context, ownerID, upstream, 
 	}
 	return nil
 }
-
-// migrateUpstreamTasks creates the table of upstream submissions (version 6).
-func migrateUpstreamTasks(tx *gorm.DB) error { return tx.AutoMigrate(&UpstreamTask{}) }

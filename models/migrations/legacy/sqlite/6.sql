@@ -1,0 +1,3 @@
+-- Step 6 of schema_migrations, frozen: submissions to upstream task protocols are recorded before they leave.
+CREATE TABLE `upstream_tasks` (`owner_id` text,`media` text NOT NULL,`upstream` text NOT NULL DEFAULT "",`ref` text NOT NULL DEFAULT "",`task_id` text NOT NULL DEFAULT "",`state` text NOT NULL DEFAULT "",`attempt` integer NOT NULL DEFAULT 0,`created_at` datetime,`updated_at` datetime,PRIMARY KEY (`owner_id`));
+INSERT INTO `schema_migrations` (`version`, `name`, `applied_at`) VALUES (6, 'submissions to upstream task protocols are recorded before they leave', strftime('%Y-%m-%d %H:%M:%f+00:00', 'now'));
