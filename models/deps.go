@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -167,4 +168,52 @@ func (a *App) follower() (Follower, error) {
 		return nil, errNoRouter
 	}
 	return a.deps.Follower, nil
+}
+
+// ChangedRow is the current row of a changed job (*Job) or video task (*VideoTask), for the event broker.
+type ChangedRow struct {
+	ID    string
+	Value any
+}
+
+// ChangedRows reads the current rows of ids of topic, for the event broker (jobs/events), which delivers
+// them to the subscribers that may see them.
+func ChangedRows(ctx context.Context, db *DB, topic Topic, ids []string) ([]ChangedRow, error) {
+	switch topic {
+	case TopicJob:
+		return loadChanged(db.WithContext(ctx), ids, func(j *Job) string { return j.ID })
+	case TopicVideo:
+		return loadChanged(db.WithContext(ctx), ids, func(t *VideoTask) string { return t.ID })
+	}
+	return nil, fmt.Errorf("unknown topic %q", topic)
+}
+
+func loadChanged[T any](db *gorm.DB, ids []string, idOf func(*T) string) ([]ChangedRow, error) {
+	var found []T
+	if err := db.Where("id IN ?", ids).Find(&found).Error; err != nil {
+		return nil, err
+	}
+	out := make([]ChangedRow, len(found))
+	for i := range found {
+		out[i] = ChangedRow{ID: idOf(&found[i]), Value: &found[i]}
+	}
+	return out, nil
+}
+
+// ChangedSince lists the ids of the rows of topic updated since a time (at most 5000, newest first): what
+// a broker that lost its notifications reads again.
+func ChangedSince(ctx context.Context, db *DB, topic Topic, since time.Time) ([]string, error) {
+	var model any
+	switch topic {
+	case TopicJob:
+		model = &Job{}
+	case TopicVideo:
+		model = &VideoTask{}
+	default:
+		return nil, fmt.Errorf("unknown topic %q", topic)
+	}
+	var ids []string
+	err := db.WithContext(ctx).Model(model).Where("updated_at >= ?", since).
+		Order("updated_at DESC").Limit(5000).Pluck("id", &ids).Error
+	return ids, err
 }

@@ -18,7 +18,6 @@ package events
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"gorm.io/gorm"
 
 	"studio/models"
 	"studio/models/pglisten"
@@ -273,27 +271,16 @@ func (b *Broker) takePending() (models.Topic, []string) {
 	return topic, ids
 }
 
-// load reads the current rows of ids: *models.Job for jobs, *models.VideoTask for video tasks.
+// load reads the current rows of ids through the core: *models.Job for jobs, *models.VideoTask for
+// video tasks.
 func (b *Broker) load(ctx context.Context, topic models.Topic, ids []string) ([]row, error) {
-	db := b.db.WithContext(ctx)
-	switch topic {
-	case models.TopicJob:
-		return loadRows(db, ids, func(j *models.Job) string { return j.ID })
-	case models.TopicVideo:
-		return loadRows(db, ids, func(t *models.VideoTask) string { return t.ID })
-	}
-	return nil, fmt.Errorf("unknown topic %q", topic)
-}
-
-// loadRows reads the rows of type T with the ids.
-func loadRows[T any](db *gorm.DB, ids []string, idOf func(*T) string) ([]row, error) {
-	var found []T
-	if err := db.Where("id IN ?", ids).Find(&found).Error; err != nil {
+	found, err := models.ChangedRows(ctx, b.db, topic, ids)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]row, len(found))
-	for i := range found {
-		out[i] = row{id: idOf(&found[i]), value: &found[i]}
+	for i, r := range found {
+		out[i] = row{id: r.ID, value: r.Value}
 	}
 	return out, nil
 }
@@ -780,19 +767,7 @@ func (b *Broker) resync(ctx context.Context, lostAt time.Time) {
 	}
 }
 
-// changedSince lists the rows of a topic updated since a time (at most 5000, newest first).
+// changedSince lists the rows of a topic updated since a time (the core's models.ChangedSince).
 func (b *Broker) changedSince(ctx context.Context, topic models.Topic, since time.Time) ([]string, error) {
-	var model any
-	switch topic {
-	case models.TopicJob:
-		model = &models.Job{}
-	case models.TopicVideo:
-		model = &models.VideoTask{}
-	default:
-		return nil, errors.New("unknown topic")
-	}
-	var ids []string
-	err := b.db.WithContext(ctx).Model(model).Where("updated_at >= ?", since).
-		Order("updated_at DESC").Limit(5000).Pluck("id", &ids).Error
-	return ids, err
+	return models.ChangedSince(ctx, b.db, topic, since)
 }
