@@ -3,6 +3,7 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+COPY rest/client/go.mod rest/client/go.sum ./rest/client/
 RUN go mod download
 COPY . .
 ARG VERSION=dev

@@ -20,7 +20,6 @@ require (
 	github.com/jackc/pgxlisten v0.0.0-20250802141604-12b92425684c
 	github.com/lib/pq v1.11.2
 	github.com/mattn/go-runewidth v0.0.31
-	github.com/oapi-codegen/runtime v1.1.2
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
@@ -45,6 +44,8 @@ require (
 	gorm.io/gorm v1.31.2
 	modernc.org/sqlite v1.62.0
 )
+
+require github.com/oapi-codegen/runtime v1.1.2 // indirect
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
@@ -128,6 +129,7 @@ require (
 	modernc.org/libc v1.80.2 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
+	studio/rest/client v0.0.0-00010101000000-000000000000
 )
 
 tool (
@@ -135,3 +137,5 @@ tool (
 	github.com/a-h/templ/cmd/templ
 	github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
 )
+
+replace studio/rest/client => ./rest/client
