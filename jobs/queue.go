@@ -288,3 +288,35 @@ func (q *Queue) Stop(ctx context.Context) error {
 	}
 	return err
 }
+
+// workQueue is the core's models.Enqueuer: the service's queue.
+type workQueue struct{ s *Service }
+
+// Enqueue maps units of work to queue arguments, inserted together inside tx.
+func (wq workQueue) Enqueue(tx *gorm.DB, work ...models.Work) error {
+	s := wq.s
+	params := make([]river.InsertManyParams, 0, len(work))
+	for _, w := range work {
+		opts := &river.InsertOpts{}
+		if w.Delay > 0 {
+			opts.ScheduledAt = time.Now().Add(w.Delay)
+		}
+		var args river.JobArgs
+		switch w.Kind {
+		case models.WorkImage:
+			args = ImageJobArgs{JobID: w.ID}
+		case models.WorkCallback:
+			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
+			args = CallbackArgs{JobID: w.ID}
+		case models.WorkVideoTask:
+			args = VideoTaskArgs{TaskID: w.ID}
+		case models.WorkMail:
+			opts.MaxAttempts = mailAttempts
+			args = MailArgs{Sealed: w.Payload}
+		default:
+			return fmt.Errorf("jobs: unknown work kind %q", w.Kind)
+		}
+		params = append(params, river.InsertManyParams{Args: args, InsertOpts: opts})
+	}
+	return s.queue.InsertManyTx(tx, params)
+}

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"gorm.io/gorm"
 
 	"studio/jobs/events"
 	"studio/jobs/relay"
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
+
 	// The upstream task protocols register themselves (upstream.RegisterProtocol).
 	_ "studio/jobs/upstream/ark"
 	_ "studio/jobs/upstream/dashscope"
@@ -283,38 +283,6 @@ func (s *Service) longestCall() time.Duration {
 		longest = max(longest, u.SoftTimeout)
 	}
 	return longest
-}
-
-// workQueue is the core's models.Enqueuer: the service's queue.
-type workQueue struct{ s *Service }
-
-// Enqueue maps units of work to queue arguments, inserted together inside tx.
-func (wq workQueue) Enqueue(tx *gorm.DB, work ...models.Work) error {
-	s := wq.s
-	params := make([]river.InsertManyParams, 0, len(work))
-	for _, w := range work {
-		opts := &river.InsertOpts{}
-		if w.Delay > 0 {
-			opts.ScheduledAt = time.Now().Add(w.Delay)
-		}
-		var args river.JobArgs
-		switch w.Kind {
-		case models.WorkImage:
-			args = ImageJobArgs{JobID: w.ID}
-		case models.WorkCallback:
-			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
-			args = CallbackArgs{JobID: w.ID}
-		case models.WorkVideoTask:
-			args = VideoTaskArgs{TaskID: w.ID}
-		case models.WorkMail:
-			opts.MaxAttempts = mailAttempts
-			args = MailArgs{Sealed: w.Payload}
-		default:
-			return fmt.Errorf("jobs: unknown work kind %q", w.Kind)
-		}
-		params = append(params, river.InsertManyParams{Args: args, InsertOpts: opts})
-	}
-	return s.queue.InsertManyTx(tx, params)
 }
 
 // bindings is the core's models.BindingChecker: the upstream registry.
