@@ -59,7 +59,7 @@ func finalSteps(raw []byte, ok bool) []byte {
 		switch {
 		case ok:
 			steps[i].Status = "done"
-		case steps[i].Status == "running":
+		case steps[i].Status == StepRunning:
 			steps[i].Status = StepFailed
 		}
 	}
@@ -110,7 +110,7 @@ func (js *JobService) CompleteJob(ctx context.Context, j *Job, cdnURL string, co
 // It is written as "not ended" on purpose: status = 'pending' matches the partial index idx_jobs_pending,
 // and with no statistics yet (a new table, or autovacuum off) PostgreSQL may plan "id = x AND status =
 // 'pending'" as a walk of every pending job instead of one probe of the primary key.
-const jobIsOpen = "status NOT IN ('done', 'failed')"
+var jobIsOpen = "status NOT IN ('" + string(JobDone) + "', '" + string(JobFailed) + "')"
 
 // completeJob runs extra work (such as creating a template) and marks the job done, all in one transaction.
 func (a *App) completeJob(ctx context.Context, jobID string, extra func(tx *gorm.DB, j *Job) (map[string]any, error)) error {

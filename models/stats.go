@@ -88,10 +88,10 @@ func (acs *AccountService) TenantStats(ctx context.Context, id *Identity, hours 
 		Cost                float64
 	}
 	err = db.Model(&Job{}).Where("tenant_id = ? AND created_at >= ?", tenantID, since).
-		Select("COUNT(*) AS total, " +
-			"COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS done, " +
-			"COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS failed, " +
-			"COALESCE(SUM(cost_usd), 0) AS cost").
+		Select("COUNT(*) AS total, "+
+			"COALESCE(SUM(CASE WHEN status = ? THEN 1 ELSE 0 END), 0) AS done, "+
+			"COALESCE(SUM(CASE WHEN status = ? THEN 1 ELSE 0 END), 0) AS failed, "+
+			"COALESCE(SUM(cost_usd), 0) AS cost", JobDone, JobFailed).
 		Scan(&jobs).Error
 	if err != nil {
 		return nil, Internal("stats: jobs", err)
@@ -105,7 +105,7 @@ func (acs *AccountService) TenantStats(ctx context.Context, id *Identity, hours 
 	if jobs.Done > 0 {
 		rank := int(math.Ceil(0.95 * float64(jobs.Done)))
 		var p95 []int64
-		err = db.Model(&Job{}).Where("tenant_id = ? AND created_at >= ? AND status = 'done'", tenantID, since).
+		err = db.Model(&Job{}).Where("tenant_id = ? AND created_at >= ? AND status = ?", tenantID, since, JobDone).
 			Order("elapsed_ms").Offset(rank-1).Limit(1).Pluck("elapsed_ms", &p95).Error
 		if err != nil {
 			return nil, Internal("stats: p95", err)
