@@ -77,7 +77,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 		return app.Jobs().FailJob(ctx, j.ID, fmt.Sprintf("generation timed out after %s; credits refunded", app.Config.JobDeadline))
 	}
 	runUntil := j.Deadline
-	if budget := app.Now().Add(runBudget(ctx, app.Config.JobDeadline, s.longestCall())); budget.Before(runUntil) {
+	if budget := app.Now().Add(runBudget(ctx, app.Config.JobDeadline)); budget.Before(runUntil) {
 		runUntil = budget
 	}
 	ctx, cancel := context.WithDeadline(withJob(ctx, j.ID), runUntil)

@@ -201,31 +201,31 @@ func (*runPhase) Work(ctx context.Context, job *rivertype.JobRow, doInner func(c
 
 // runBudget is how long the run of ctx may take: waitBudget for a run that only polls, else attemptBudget
 // (never more than half the job deadline).
-func runBudget(ctx context.Context, deadline, longestCall time.Duration) time.Duration {
+func runBudget(ctx context.Context, deadline time.Duration) time.Duration {
 	if waiting, _ := ctx.Value(waitingKey{}).(bool); waiting {
-		return min(waitBudget, attemptBudget(deadline, longestCall))
+		return min(waitBudget, attemptBudget(deadline))
 	}
-	return attemptBudget(deadline, longestCall)
+	return attemptBudget(deadline)
 }
 
 // runTimeout is River's bound of a run of an image job or a video task, and the age from which its
 // rescuer runs the job again when the replica running it died: the run's budget and the margin for
 // handing the job back.
-func runTimeout(job *rivertype.JobRow, deadline, longestCall time.Duration) time.Duration {
+func runTimeout(job *rivertype.JobRow, deadline time.Duration) time.Duration {
 	if waitingRun(job) {
-		return min(waitBudget, attemptBudget(deadline, longestCall)) + runMargin
+		return min(waitBudget, attemptBudget(deadline)) + runMargin
 	}
-	return attemptBudget(deadline, longestCall) + runMargin
+	return attemptBudget(deadline) + runMargin
 }
 
 // Timeout bounds one run of an image job (runTimeout).
 func (w *imageWorker) Timeout(job *river.Job[ImageJobArgs]) time.Duration {
-	return runTimeout(job.JobRow, w.s.App.Config.JobDeadline, w.s.longestCall())
+	return runTimeout(job.JobRow, w.s.App.Config.JobDeadline)
 }
 
 // Timeout bounds one run of a video task (runTimeout): a start, or one poll.
 func (w *videoWorker) Timeout(job *river.Job[VideoTaskArgs]) time.Duration {
-	return runTimeout(job.JobRow, w.s.App.Config.JobDeadline, w.s.longestCall())
+	return runTimeout(job.JobRow, w.s.App.Config.JobDeadline)
 }
 
 // Timeout bounds the delivery of one e-mail: the core bounds its SMTP conversation to 20 s.

@@ -255,9 +255,9 @@ const (
 	// RunBudget bounds one run of an image job or a video task that calls an upstream itself (half the job
 	// deadline when that is shorter): a synchronous generation, a submission to a provider, a result's
 	// download. Work that waits snoozes instead of holding a run (waitAgain), and a run that used its
-	// budget hands the job back (handBack) while the job has time left. When an upstream's soft time-out
-	// is longer, the bound is that time-out plus runMargin (attemptBudget): one call is never cut by the
-	// run's bound, and the work of a replica that died waits that much longer to be taken up.
+	// budget hands the job back (handBack) while the job has time left: a synchronous upstream call
+	// longer than RunBudget is cut and made again (issue 31's runs that hold no worker while a provider
+	// answers will lift this).
 	RunBudget = 45 * time.Second
 	// runMargin is how long after a run's own budget River cancels it and its rescuer may take the job:
 	// time for a run cut at its budget to hand the job back.
@@ -268,22 +268,10 @@ const (
 	periodicTimeout = 5 * time.Minute
 )
 
-// attemptBudget is the longest one run of a job may take: RunBudget, or longer when an upstream's soft
-// time-out is (so that one call to it is never cut by the run's bound before its own time-out ends it),
-// and never more than half the job's deadline, so that the work of a replica that died is rescued and
-// run again while the job still has time left.
-func attemptBudget(deadline, longestCall time.Duration) time.Duration {
-	return min(deadline/2, max(RunBudget, longestCall+runMargin))
-}
-
-// longestCall is the longest soft time-out of the configured upstreams: how long one call may take.
-func (s *Service) longestCall() time.Duration {
-	var longest time.Duration
-	for _, u := range s.Engine.Registry().Current().All {
-		longest = max(longest, u.SoftTimeout)
-	}
-	return longest
-}
+// attemptBudget is the longest one run of a job may take: RunBudget, or half the job's deadline when that
+// is shorter, so that the work of a replica that died is rescued and run again within about a minute and
+// while the job still has time left.
+func attemptBudget(deadline time.Duration) time.Duration { return min(deadline/2, RunBudget) }
 
 // bindings is the core's models.BindingChecker: the upstream registry.
 type bindings struct{ reg *upstream.Registry }

@@ -88,7 +88,7 @@ func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
 		return s.failVideo(ctx, t, fmt.Sprintf("video generation timed out after %s; credits refunded", s.App.Config.JobDeadline))
 	}
 	runUntil := deadline
-	if budget := s.App.Now().Add(runBudget(ctx, s.App.Config.JobDeadline, s.longestCall())); budget.Before(runUntil) {
+	if budget := s.App.Now().Add(runBudget(ctx, s.App.Config.JobDeadline)); budget.Before(runUntil) {
 		runUntil = budget
 	}
 	ctx, cancel := context.WithDeadline(withJob(ctx, t.ID), runUntil)
