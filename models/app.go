@@ -144,13 +144,10 @@ const (
 func (a *App) Workers() string {
 	p := a.deps.Process
 	switch {
-	case p == nil || !p.Running():
-		if p != nil && p.Draining() {
-			return WorkersDraining
-		}
-		return WorkersStopped
-	case p.Draining():
+	case p != nil && p.Draining():
 		return WorkersDraining
+	case p == nil || !p.Running():
+		return WorkersStopped
 	}
 	return WorkersRunning
 }

@@ -273,22 +273,8 @@ func (b *Broker) takePending() (models.Topic, []string) {
 
 // load reads the current rows of ids through the core: *models.Job for jobs, *models.VideoTask for
 // video tasks.
-func (b *Broker) load(ctx context.Context, topic models.Topic, ids []string) ([]row, error) {
-	found, err := models.ChangedRows(ctx, b.db, topic, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]row, len(found))
-	for i, r := range found {
-		out[i] = row{id: r.ID, value: r.Value}
-	}
-	return out, nil
-}
-
-// row is a reloaded row and its id.
-type row struct {
-	id    string
-	value any
+func (b *Broker) load(ctx context.Context, topic models.Topic, ids []string) ([]models.ChangedRow, error) {
+	return models.ChangedRows(ctx, b.db, topic, ids)
 }
 
 // subscription is one follower of a row (or of every row of a topic) in this process. deliver runs on
@@ -365,18 +351,18 @@ func (b *Broker) forget(s *subscription) {
 }
 
 // deliver hands each row to the subscriptions that follow it and forgets those that finished.
-func (b *Broker) deliver(topic models.Topic, rows []row) {
+func (b *Broker) deliver(topic models.Topic, rows []models.ChangedRow) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var finished []*subscription
 	for _, r := range rows {
-		for s := range b.subs[eventKey{topic, r.id}] {
-			if s.deliver(r.value) {
+		for s := range b.subs[eventKey{topic, r.ID}] {
+			if s.deliver(r.Value) {
 				finished = append(finished, s)
 			}
 		}
 		for s := range b.subs[eventKey{topic, ""}] {
-			if (s.filter == nil || s.filter(r.value)) && s.deliver(r.value) {
+			if (s.filter == nil || s.filter(r.Value)) && s.deliver(r.Value) {
 				finished = append(finished, s)
 			}
 		}
