@@ -48,27 +48,44 @@ func (w *imageWorker) NextRetry(job *river.Job[ImageJobArgs]) time.Time {
 	return time.Now().Add(d)
 }
 
+// Work runs one step of an image job. A job whose task a provider accepted is polled here, once per run
+// (snoozed in between); any other job needs an upstream call, and is handed to a goroutine of this
+// process that holds it while the call waits (inflight.take), so the run ends at once.
 func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
-	j, err := w.s.App.Jobs().Job(ctx, job.Args.JobID)
+	s := w.s
+	j, err := s.App.Jobs().Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
 			return nil
 		}
 		return err
 	}
-	return w.s.runImageJob(ctx, j)
+	if j.Status != models.JobPending {
+		return nil
+	}
+	row, err := s.App.Jobs().UpstreamTaskOf(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	if row != nil && row.State == models.UpstreamTaskSubmitted {
+		return s.runImageJob(ctx, j, row)
+	}
+	return s.inflight.take(ctx, j)
 }
 
-// runImageJob generates the image of a pending job. Failures of the generation end the job (failed,
-// refunded); failures of the service's own storage are returned so that the queue retries.
-func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
+// runImageJob generates the image of a pending job (row: its upstream task, when the caller read it).
+// Failures of the generation end the job (failed, refunded); failures of the service's own storage are
+// returned so that the job runs again.
+func (s *Service) runImageJob(ctx context.Context, j *models.Job, row *models.UpstreamTask) error {
 	app := s.App
 	if j.Status != models.JobPending {
 		return nil
 	}
-	row, err := app.Jobs().UpstreamTaskOf(ctx, j.ID)
-	if err != nil {
-		return err
+	if row == nil {
+		var err error
+		if row, err = app.Jobs().UpstreamTaskOf(ctx, j.ID); err != nil {
+			return err
+		}
 	}
 	if !app.Now().Before(j.Deadline) {
 		if row != nil && row.State == models.UpstreamTaskSubmitted {
@@ -80,7 +97,7 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job) error {
 	if budget := app.Now().Add(runBudget(ctx, app.Config.JobDeadline)); budget.Before(runUntil) {
 		runUntil = budget
 	}
-	ctx, cancel := context.WithDeadline(withJob(ctx, j.ID), runUntil)
+	ctx, cancel := s.jobContext(ctx, j, runUntil)
 	defer cancel()
 	p, err := j.JobParams()
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm"
 
 	"studio/models"
+	"studio/models/metrics"
 )
 
 // MigrateQueue returns the migration step that creates River's tables, run under the core's migration lock.
@@ -192,6 +193,8 @@ type waitingKey struct{}
 type runPhase struct{ river.MiddlewareDefaults }
 
 func (*runPhase) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	metrics.QueueRunning.Inc()
+	defer metrics.QueueRunning.Dec()
 	if !waitingRun(job) {
 		return doInner(ctx)
 	}
@@ -199,9 +202,13 @@ func (*runPhase) Work(ctx context.Context, job *rivertype.JobRow, doInner func(c
 	return doInner(context.WithValue(ctx, waitingKey{}, true))
 }
 
-// runBudget is how long the run of ctx may take: waitBudget for a run that only polls, else attemptBudget
-// (never more than half the job deadline).
+// runBudget is how long the run of ctx may take: waitBudget for a run that only polls, attemptBudget
+// (never more than half the job deadline) for another run of the queue, the whole deadline for a
+// generation held outside the queue (inflight.go).
 func runBudget(ctx context.Context, deadline time.Duration) time.Duration {
+	if heldOutsideQueue(ctx) {
+		return deadline
+	}
 	if waiting, _ := ctx.Value(waitingKey{}).(bool); waiting {
 		return min(waitBudget, attemptBudget(deadline))
 	}
@@ -287,6 +294,22 @@ func (q *Queue) Stop(ctx context.Context) error {
 		q.pool.Close()
 	}
 	return err
+}
+
+// poolFigures reads the connection pools of the process: the requests', the background work's (on
+// PostgreSQL) and the queue's (on PostgreSQL).
+func poolFigures(db *models.DB, q *Queue) []metrics.Pool {
+	st := db.SQL.Stats()
+	out := []metrics.Pool{{Name: "requests", Open: st.OpenConnections, InUse: st.InUse}}
+	if db.Work != nil && db.Work != db.SQL {
+		st = db.Work.Stats()
+		out = append(out, metrics.Pool{Name: "work", Open: st.OpenConnections, InUse: st.InUse})
+	}
+	if q.pool != nil {
+		st := q.pool.Stat()
+		out = append(out, metrics.Pool{Name: "queue", Open: int(st.TotalConns()), InUse: int(st.AcquiredConns())})
+	}
+	return out
 }
 
 // workQueue is the core's models.Enqueuer: the service's queue.

@@ -24,6 +24,7 @@ import (
 	_ "studio/jobs/upstream/replicate"
 	"studio/models"
 	"studio/models/media"
+	"studio/models/metrics"
 	"studio/models/pglisten"
 )
 
@@ -77,6 +78,7 @@ type Service struct {
 	stopFollow context.CancelFunc
 	stopping   atomic.Bool
 	stores     chan struct{} // bounds the generated results being written to the media store at once
+	inflight   *inflight     // the generations this process holds while they wait on upstreams
 }
 
 // StateFollow is how often an idle replica reloads the upstreams' states, so that a removal, a probe's
@@ -112,8 +114,9 @@ func putConcurrency(store media.Store) int {
 
 // Kinds of the periodic work, which the core does not queue (its kinds are models.WorkKind).
 const (
-	kindProbe = "upstream_probe"
-	kindSweep = "job_sweep"
+	kindProbe  = "upstream_probe"
+	kindSweep  = "job_sweep"
+	kindRescue = "job_rescue"
 )
 
 // ImageJobArgs queues one image job. It holds the id alone: River indexes its arguments (GIN), and a
@@ -149,6 +152,12 @@ type ProbeArgs struct{}
 
 // Kind names the work.
 func (ProbeArgs) Kind() string { return kindProbe }
+
+// RescueArgs is the periodic pass that queues again the jobs of processes that died (inflight.go).
+type RescueArgs struct{}
+
+// Kind names the work.
+func (RescueArgs) Kind() string { return kindRescue }
 
 // SweepArgs is the periodic expiry of overdue jobs.
 type SweepArgs struct{}
@@ -204,12 +213,16 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	river.AddWorker(workers, &probeWorker{s: s})
 	river.AddWorker(workers, &mailWorker{s: s})
 	river.AddWorker(workers, &sweepWorker{s: s})
+	river.AddWorker(workers, &rescueWorker{s: s})
 	periodic := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(opts.ProbeInterval), func() (river.JobArgs, *river.InsertOpts) {
 			return ProbeArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: opts.ProbeInterval}}
 		}, nil),
 		river.NewPeriodicJob(river.PeriodicInterval(opts.SweepInterval), func() (river.JobArgs, *river.InsertOpts) {
 			return SweepArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: opts.SweepInterval}}
+		}, &river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(rescueInterval), func() (river.JobArgs, *river.InsertOpts) {
+			return RescueArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: rescueInterval}}
 		}, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
 	q, err := NewQueue(ctx, db, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers,
@@ -218,6 +231,8 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 		return nil, err
 	}
 	s.queue = q
+	s.inflight = newInflight(s)
+	metrics.ObservePools(func() []metrics.Pool { return poolFigures(db, q) })
 	if opts.Events.MaxPerIdentity <= 0 {
 		opts.Events.MaxPerIdentity = cfg.MaxSubscriptionsPerIdentity
 	}
@@ -292,6 +307,10 @@ func (s *Service) Start(ctx context.Context) error {
 	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopFollow = stopFollow
 	go s.Engine.Follow(models.WorkContext(follow), StateFollow)
+	if err := s.inflight.start(models.WorkContext(follow)); err != nil {
+		stopFollow()
+		return fmt.Errorf("jobs: announce this process: %w", err)
+	}
 	if err := s.queue.Start(models.WorkContext(context.WithoutCancel(ctx))); err != nil {
 		return fmt.Errorf("jobs: start queue: %w", err)
 	}
@@ -318,6 +337,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		return nil // stopped already (serve stops the workers first, then the whole service)
 	}
 	err := s.queue.Stop(ctx)
+	s.inflight.stop(ctx)
 	if s.stopFollow != nil {
 		s.stopFollow()
 	}
@@ -357,6 +377,23 @@ func (w *mailWorker) Work(ctx context.Context, job *river.Job[MailArgs]) error {
 	}
 	return err
 }
+
+// rescueWorker queues again the jobs held by processes that died; it runs on the elected leader only.
+type rescueWorker struct {
+	river.WorkerDefaults[RescueArgs]
+	s *Service
+}
+
+func (w *rescueWorker) Work(ctx context.Context, job *river.Job[RescueArgs]) error {
+	n, err := w.s.App.Runners().RescueOrphans(ctx)
+	if n > 0 {
+		slog.Warn("jobs of a process that stopped beating queued again", "count", n)
+	}
+	return err
+}
+
+// Timeout bounds one rescue pass.
+func (w *rescueWorker) Timeout(*river.Job[RescueArgs]) time.Duration { return periodicTimeout }
 
 // sweepWorker fails and refunds jobs that passed their deadline, whatever happened to their worker.
 type sweepWorker struct {

@@ -168,9 +168,11 @@ type services struct {
 	auth      *AuthService
 	claims    *ClaimService
 	credits   *CreditService
+	runners   *RunnerService
 }
 
 func (a *App) initServices() {
 	a.svc = services{jobs: &JobService{a}, videos: &VideoService{a}, copy: &CopyService{a}, templates: &TemplateService{a},
-		accounts: &AccountService{a}, uploads: &UploadService{a}, auth: &AuthService{a}, claims: &ClaimService{a}, credits: &CreditService{a}}
+		accounts: &AccountService{a}, uploads: &UploadService{a}, auth: &AuthService{a}, claims: &ClaimService{a}, credits: &CreditService{a},
+		runners: &RunnerService{a}}
 }

@@ -106,10 +106,12 @@ type Job struct {
 	CallbackErr string         `gorm:"size:500;not null;default:''"`
 	ResultRef   string         `gorm:"size:36;not null;default:''"` // e.g. the template created by image-to-template
 	Deadline    time.Time
-	CreatedAt   time.Time `gorm:"index:idx_jobs_tenant_created,priority:2"`
-	UpdatedAt   time.Time
-	FinishedAt  *time.Time
-	RefundedAt  *time.Time
+	// Runner is the process holding the job while it waits on its upstream outside the queue (runner.go).
+	Runner     *string   `gorm:"size:64"`
+	CreatedAt  time.Time `gorm:"index:idx_jobs_tenant_created,priority:2"`
+	UpdatedAt  time.Time
+	FinishedAt *time.Time
+	RefundedAt *time.Time
 }
 
 // UpstreamAttempt is one real call to an upstream, or several alike ones: the health record that scores

@@ -46,7 +46,7 @@ func Migrate(ctx context.Context, db *DB, extra ...func(ctx context.Context) err
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if err := gooseUp(ctx, db, fsys); err != nil {
+	if err := gooseUp(ctx, db, fsys, 0); err != nil {
 		return err
 	}
 	for _, step := range extra {
@@ -109,7 +109,7 @@ func handOver(ctx context.Context, db *DB) error {
 		steps = append(steps, v)
 	}
 	fsys := fstest.MapFS{"00001_schema_migrations.sql": &fstest.MapFile{Data: []byte(up.String())}}
-	if err := gooseUp(ctx, db, fsys); err != nil {
+	if err := gooseUp(ctx, db, fsys, 0); err != nil {
 		return fmt.Errorf("migrate: from %s (steps %v): %w", legacyTable, steps, err)
 	}
 	slog.Info("schema_migrations handed over to goose", "steps_run", steps)
@@ -119,7 +119,7 @@ func handOver(ctx context.Context, db *DB) error {
 // gooseUp applies the pending goose migrations of fsys. On PostgreSQL goose takes its own session lock
 // too (goose's key): it matters to goose run from outside the service, as replicas hold migrationLockKey
 // already.
-func gooseUp(ctx context.Context, db *DB, fsys fs.FS) error {
+func gooseUp(ctx context.Context, db *DB, fsys fs.FS, upTo int64) error {
 	dialect := goose.DialectSQLite3
 	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
 	if db.Dialect == Postgres {
@@ -135,7 +135,12 @@ func gooseUp(ctx context.Context, db *DB, fsys fs.FS) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	results, err := p.Up(ctx)
+	var results []*goose.MigrationResult
+	if upTo > 0 {
+		results, err = p.UpTo(ctx, upTo)
+	} else {
+		results, err = p.Up(ctx)
+	}
 	var partial *goose.PartialError
 	if errors.As(err, &partial) {
 		results = partial.Applied

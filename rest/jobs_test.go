@@ -515,8 +515,10 @@ func TestTenantBindingAppliesAtOnce(t *testing.T) {
 	}
 }
 
-// SERVICE_WORKERS bounds the jobs one replica works on at once; it must be a positive number.
-func TestWorkersBoundTheJobsWorkedAtOnce(t *testing.T) {
+// SERVICE_WORKERS bounds the queue's runs at once, not the generations: a generation waits on its upstream
+// without holding a worker (jobs/inflight.go), so one worker keeps three slow generations in flight
+// together. It must be a positive number.
+func TestOneWorkerKeepsGenerationsInFlightTogether(t *testing.T) {
 	srv, fake := fakeUpstreams(t)
 	srv.SetFault(fakeupstream.Fault{Mode: fakeupstream.Slow, Delay: 400 * time.Millisecond})
 	e := newEnv(t, fake, withVar("SERVICE_WORKERS", "1"))
@@ -531,8 +533,8 @@ func TestWorkersBoundTheJobsWorkedAtOnce(t *testing.T) {
 			t.Fatalf("job = %s", r.Body)
 		}
 	}
-	if d := time.Since(start); d < 3*400*time.Millisecond {
-		t.Errorf("three jobs of 400 ms each, one worker: all ended after %s, so they ran at once", d)
+	if d := time.Since(start); d >= 3*400*time.Millisecond {
+		t.Errorf("three jobs of 400 ms each, one worker: all ended after %s, so they waited for the worker in turn", d)
 	}
 	_, err := models.LoadConfig(func(v models.ConfigVar) (string, bool) {
 		if v.Env == "SERVICE_WORKERS" {

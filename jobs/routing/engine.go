@@ -85,6 +85,8 @@ type Engine struct {
 	pending []pendingAttempt
 	writing bool
 	wake    chan struct{} // cuts the wait between two writes short (Flush)
+
+	slots slots // the calls in flight to upstreams with max_concurrency (slots.go)
 }
 
 // pendingAttempt is an attempt waiting to be written, with the caller's context values (not its
@@ -289,6 +291,7 @@ func (e *Engine) Route(req Request) (Route, error) {
 		return e.finish(req, t.tier, []*upstream.Upstream{e.pickUniform(cands)})
 	}
 	weigh(cands)
+	e.preferFreeSlots(cands)
 	primary := e.draw(cands)
 	chain := make([]*upstream.Upstream, 1, 3)
 	chain[0] = cands[primary].u
@@ -549,6 +552,31 @@ func weigh(cands []candidate) {
 	}
 }
 
+// fullSlotWeight is the share of its weight an upstream whose max_concurrency is reached keeps while
+// another candidate has a free slot: it is drawn only when the others are full too (or rarely).
+const fullSlotWeight = 1e-4
+
+// preferFreeSlots lowers the weight of the candidates whose slots are all taken, when some candidate has
+// a free one.
+func (e *Engine) preferFreeSlots(cands []candidate) {
+	var full [maxStack]bool
+	anyFree := false
+	for i := range cands {
+		if i < maxStack {
+			full[i] = e.slots.full(cands[i].u)
+			anyFree = anyFree || !full[i]
+		}
+	}
+	if !anyFree {
+		return
+	}
+	for i := range cands {
+		if i < maxStack && full[i] {
+			cands[i].w *= fullSlotWeight
+		}
+	}
+}
+
 // draw returns the index of a candidate chosen with probability proportional to its weight.
 func (e *Engine) draw(cands []candidate) int {
 	total := 0.0
@@ -664,6 +692,11 @@ func (e *Engine) Run(ctx context.Context, req Request, progress func(note string
 					return run
 				}
 			}
+			release, err := e.slots.acquire(ctx, u)
+			if err != nil {
+				run.Cause = err
+				return run
+			}
 			ctl := &attemptCtl{tier: route.Tier}
 			actx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKey{}, ctl))
 			ctl.timer = time.AfterFunc(u.SoftTimeout, func() {
@@ -671,10 +704,11 @@ func (e *Engine) Run(ctx context.Context, req Request, progress func(note string
 				cancel(errSoftTimeout)
 			})
 			start := time.Now()
-			err := call(actx, u)
+			err = call(actx, u)
 			elapsed := time.Since(start)
 			ctl.timer.Stop()
 			cancel(nil)
+			release()
 
 			var abort *abortError
 			if errors.As(err, &abort) {

@@ -141,6 +141,9 @@ type Config struct {
 	Rating       float64       `yaml:"rating"`
 	// Latency is an artificial delay of the builtin protocol, for tests and benchmarks.
 	Latency time.Duration `yaml:"latency"`
+	// MaxConcurrency bounds the calls in flight to this upstream at once, from the provider's quota (0: no
+	// bound). Every replica takes its share of it (jobs/routing: slots); calls beyond it wait their turn.
+	MaxConcurrency int `yaml:"max_concurrency"`
 }
 
 // Has reports whether the upstream declares capability c.
@@ -401,6 +404,12 @@ func (p *parser) field(c *Config, field, key string, val *yaml.Node) error {
 			return p.errorf(val, field, "must be a number of at least 0")
 		}
 		c.CostUSD = f
+	case "max_concurrency":
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 1_000_000 {
+			return p.errorf(val, field, "must be a whole number from 0 (no bound) to 1000000")
+		}
+		c.MaxConcurrency = n
 	case "rating":
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || f < 0 || f > 1 {

@@ -97,7 +97,7 @@ var ConfigVars = []ConfigVar{
 		}
 		return nil
 	}},
-	{"SERVICE_WORKERS", "workers", "50", "jobs this replica works on at once (generations wait on upstreams: raise it for slow upstreams, lower it to leave CPU to requests)", func(c *Config, v string) error { return positiveInt(&c.Workers, v) }},
+	{"SERVICE_WORKERS", "workers", "50", "runs of the queue this replica works on at once: each is short (picking a job up, one poll of a provider's task, a callback, an e-mail). It does not bound the generations in flight: those wait on their upstreams without a worker (bounded by memory and each upstream's `max_concurrency`); lower it to leave CPU to requests", func(c *Config, v string) error { return positiveInt(&c.Workers, v) }},
 	{"SERVICE_MEDIA_SHARED", "media-shared", "false", "SERVICE_DATA_DIR is one directory shared by every replica (a network file system): lets replicas with local media run together", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		c.MediaShared = b

@@ -3,6 +3,8 @@
 package metrics
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -36,6 +38,15 @@ var (
 	CallbackDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "studio_callback_deliveries_total", Help: "Callback delivery attempts by outcome (delivered, retry, failed).",
 	}, []string{"outcome"})
+	// GenerationsWaiting is the generations this process holds while they wait on their upstreams
+	// (jobs/inflight.go), outside the queue's workers.
+	GenerationsWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "studio_generations_waiting", Help: "Generations this process holds while they wait on an upstream (no queue worker held).",
+	})
+	// QueueRunning is the queue's runs executing in this process now: its busy workers.
+	QueueRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "studio_queue_running", Help: "Runs of the queue executing in this process now (busy workers).",
+	})
 	// Credits counts credits moved, by ledger kind (charge, refund, grant, claim, ...).
 	Credits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "studio_credits_total", Help: "Credits moved by ledger kind (absolute values).",
@@ -44,5 +55,37 @@ var (
 
 func init() {
 	Registry.MustRegister(HTTPRequests, HTTPDuration, JobsEnded, JobsSubmitted, UpstreamAttempts, CallbackDeliveries, Credits,
+		GenerationsWaiting, QueueRunning, poolCollector{},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// Pool is one database connection pool's figures at a scrape.
+type Pool struct {
+	Name        string // requests, work, queue
+	Open, InUse int
+}
+
+var pools atomic.Pointer[func() []Pool]
+
+// ObservePools sets what studio_db_connections reports: the pools of the process's database, read at
+// each scrape.
+func ObservePools(read func() []Pool) { pools.Store(&read) }
+
+var poolDesc = prometheus.NewDesc("studio_db_connections", "Database connections of this process by pool and state (open, in_use).",
+	[]string{"pool", "state"}, nil)
+
+// poolCollector reports the pools of ObservePools.
+type poolCollector struct{}
+
+func (poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- poolDesc }
+
+func (poolCollector) Collect(ch chan<- prometheus.Metric) {
+	read := pools.Load()
+	if read == nil {
+		return
+	}
+	for _, p := range (*read)() {
+		ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(p.Open), p.Name, "open")
+		ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(p.InUse), p.Name, "in_use")
+	}
 }

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"studio/jobs/upstream/fakeupstream"
+	kling "studio/jobs/upstream/kling/fake"
+	"studio/models"
+	"studio/models/modelstest"
+)
+
+// slowImages is an OpenAI-compatible image upstream that answers each generation after delay, and counts
+// the calls it has in flight at once.
+type slowImages struct {
+	delay              time.Duration
+	mu                 sync.Mutex
+	inFlight, most     int
+	calls              atomic.Int64
+	srv                *httptest.Server
+	prompts            map[string]int
+	wrongAuth, badPath atomic.Int64
+}
+
+func newSlowImages(t *testing.T, delay time.Duration) *slowImages {
+	s := &slowImages{delay: delay, prompts: map[string]int{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer k" {
+			s.wrongAuth.Add(1)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/images/generations" {
+			s.badPath.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		var body struct {
+			Prompt string `json:"prompt"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		s.calls.Add(1)
+		s.mu.Lock()
+		s.inFlight++
+		s.most = max(s.most, s.inFlight)
+		s.prompts[body.Prompt]++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+		}()
+		select {
+		case <-time.After(s.delay):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"created":1,"data":[{"b64_json":%q}]}`, base64.StdEncoding.EncodeToString(fakeupstream.PNG(body.Prompt)))
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *slowImages) figures() (most int, prompts map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.prompts))
+	for k, v := range s.prompts {
+		out[k] = v
+	}
+	return s.most, out
+}
+
+// submitBatches submits n jobs in batches of 32 with prompts prefix 0..n-1 and returns their ids.
+func submitBatches(t *testing.T, p *proc, key, prefix, model string, n int) []string {
+	t.Helper()
+	var ids []string
+	for len(ids) < n {
+		items := make([]map[string]any, min(32, n-len(ids)))
+		for i := range items {
+			items[i] = map[string]any{"prompt": fmt.Sprintf("%s %d", prefix, len(ids)+i)}
+			if model != "" {
+				items[i]["model"] = model
+			}
+		}
+		status, out := p.call(t, "POST", "/api/generate-batch", key, map[string]any{"items": items})
+		if status != 200 {
+			t.Fatalf("batch: %d %v", status, out)
+		}
+		for _, j := range out["jobs"].([]any) {
+			ids = append(ids, j.(map[string]any)["jobId"].(string))
+		}
+	}
+	return ids
+}
+
+// waitAllEnded polls the jobs until each ended and returns how many ended done and failed.
+func waitAllEnded(t *testing.T, p *proc, key string, ids []string, within time.Duration) (done, failed int, failures []string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, id := range ids {
+		for {
+			_, j := p.call(t, "GET", "/api/jobs?id="+id, key, nil)
+			if s := j["status"]; s == "done" || s == "failed" {
+				if s == "done" {
+					done++
+				} else {
+					failed++
+					failures = append(failures, fmt.Sprint(j["error"]))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s still %v (%v) after %s", id, j["status"], j["progress"], within)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return done, failed, failures
+}
+
+// An upstream with max_concurrency: 2 gets at most two calls at once however many jobs wait for it. A job
+// waiting for a slot stays pending with a progress note and its deadline counts from its slot: with a job
+// deadline of 3 s and 40 jobs of 1.5 s, the last ones wait some 30 s (past the deadline sweep at 30 s)
+// and still end done, each charged once, each upstream call made once.
+func TestJobsWaitingForASlotAreNeitherFailedNorChargedTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	up := newSlowImages(t, 1500*time.Millisecond)
+	dir := t.TempDir()
+	ups := filepath.Join(dir, "upstreams.yaml")
+	yaml := fmt.Sprintf(`upstreams:
+  - {name: img-a, provider: alpha, media: image, family: gen2, protocol: openai, base_url: %s, api_key: k, model: m, soft_timeout: 20s, max_concurrency: 2}
+`, up.srv.URL+"/v1")
+	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminKey := models.NewAPIKey()
+	dbURL := modelstest.URLFor(t)
+	env := []string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
+		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_JOB_DEADLINE=3s", "SERVICE_GENERATE_RATE=100000"}
+	p := startStudio(t, env, "serve")
+	_, created := p.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 100})
+	key := created["api_key"].(string)
+	const n = 40
+	ids := submitBatches(t, p, key, "slot", "", n)
+	// Jobs waiting in line say why, and are still pending well past their deadline of 3 s.
+	statuses := func() map[string]int {
+		count := map[string]int{}
+		for _, id := range ids {
+			_, j := p.call(t, "GET", "/api/jobs?id="+id, key, nil)
+			count[fmt.Sprint(j["status"])]++
+			if j["status"] == "pending" && j["progress"] == models.SlotWaitNote {
+				count["waiting"]++
+			}
+		}
+		return count
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c := statuses()
+		if c["waiting"] >= n/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after submitting, %v: want most jobs waiting for a slot with the note %q", c, models.SlotWaitNote)
+		}
+	}
+	time.Sleep(6 * time.Second) // past the deadline of the jobs waiting (and the sweep's grace)
+	if c := statuses(); c["failed"] > 0 || c["pending"] < n/2 || c["waiting"] < n/3 {
+		t.Fatalf("6 s later: %v: want no job failed and most still waiting", c)
+	}
+	done, failed, failures := waitAllEnded(t, p, key, ids, 90*time.Second)
+	if failed > 0 || done != n {
+		t.Fatalf("%d done, %d failed (%v)", done, failed, failures)
+	}
+	most, prompts := up.figures()
+	if most > 2 {
+		t.Fatalf("%d calls in flight at once at an upstream with max_concurrency 2", most)
+	}
+	if len(prompts) != n || up.calls.Load() != n {
+		t.Fatalf("%d upstream calls for %d prompts, want one per job (%d)", up.calls.Load(), len(prompts), n)
+	}
+	if up.wrongAuth.Load()+up.badPath.Load() > 0 {
+		t.Fatalf("malformed upstream calls: %d wrong key, %d wrong path", up.wrongAuth.Load(), up.badPath.Load())
+	}
+	_, bal := p.call(t, "GET", "/api/balance", key, nil)
+	if got := bal["credits"].(float64); got != 100-n {
+		t.Fatalf("credits = %v, want %d (each job charged once)", got, 100-n)
+	}
+	auditLedger(t, dbURL)
+}
+
+// auditLedger checks the credits ledger of the database.
+func auditLedger(t *testing.T, dbURL string) {
+	t.Helper()
+	db, err := models.OpenDB(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	app, err := models.NewApp(context.Background(), db, models.DefaultConfig(), models.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := app.Credits().AuditLedger(context.Background()); err != nil || len(problems) > 0 {
+		t.Fatalf("ledger: %v %v", problems, err)
+	}
+}
+
+// A replica killed with two thousand generations in flight (a thousand synchronous calls waiting on
+// their upstream, a thousand tasks submitted to a task protocol and being polled) leaves none behind: the
+// replica started after it finishes every one, each task submitted once, each job charged once.
+func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	direct := newSlowImages(t, 4*time.Second)
+	tasks := kling.New()
+	t.Cleanup(tasks.Close)
+	tasks.SetPolls(1, 1_000_000) // the tasks run until the replica is killed
+	dir := t.TempDir()
+	ups := filepath.Join(dir, "upstreams.yaml")
+	yaml := fmt.Sprintf(`upstreams:
+  - {name: img-a, provider: alpha, media: image, family: gen2, protocol: openai, base_url: %s, api_key: k, model: m, soft_timeout: 30s}
+  - {name: kolors-a, provider: kuaishou, media: image, family: kolors, protocol: kling, base_url: %s, api_key: %s, secret_key: %s, model: kling-v2-1, soft_timeout: 30s}
+`, direct.srv.URL+"/v1", tasks.URL, kling.AccessKey, kling.SecretKey)
+	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminKey := models.NewAPIKey()
+	dbURL := modelstest.URLFor(t)
+	env := []string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
+		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_GENERATE_RATE=100000"}
+	a := startStudio(t, env, "serve")
+	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 5000})
+	key := created["api_key"].(string)
+	const n = 1000
+	ids := append(submitBatches(t, a, key, "sync", "gen2", n), submitBatches(t, a, key, "task", "kolors", n)...)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		direct.mu.Lock()
+		inFlight := direct.inFlight
+		direct.mu.Unlock()
+		submitted := len(tasks.Requests(http.MethodPost, "/v1/images/generations"))
+		if inFlight >= n*9/10 && submitted == n {
+			t.Logf("killing the replica with %d calls in flight and %d tasks submitted", inFlight, submitted)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica holds %d calls and submitted %d tasks, want %d each", inFlight, submitted, n)
+		}
+	}
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	tasks.SetPolls(1, 1) // unfinished tasks end at their next polls
+	b := startStudio(t, env, "serve")
+	done, failed, failures := waitAllEnded(t, b, key, ids, 3*time.Minute)
+	if failed > 0 || done != 2*n {
+		t.Fatalf("%d done, %d failed (%v)", done, failed, failures[:min(len(failures), 5)])
+	}
+	if got := len(tasks.Requests(http.MethodPost, "/v1/images/generations")); got != n {
+		t.Fatalf("%d task submissions for %d jobs: a task was submitted twice", got, n)
+	}
+	_, prompts := direct.figures()
+	for i := 0; i < n; i++ {
+		if prompts[fmt.Sprintf("sync %d", i)] == 0 {
+			t.Fatalf("job sync %d was never called", i)
+		}
+	}
+	_, bal := b.call(t, "GET", "/api/balance", key, nil)
+	if got := bal["credits"].(float64); got != 5000-2*n {
+		t.Fatalf("credits = %v, want %d (each job charged once)", got, 5000-2*n)
+	}
+	auditLedger(t, dbURL)
+}
