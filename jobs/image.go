@@ -48,11 +48,14 @@ func (w *imageWorker) NextRetry(job *river.Job[ImageJobArgs]) time.Time {
 	return time.Now().Add(d)
 }
 
-// Work runs one step of an image job. A job whose task a provider accepted is polled here, once per run
-// (snoozed in between); any other job needs an upstream call, and is handed to a goroutine of this
-// process that holds it while the call waits (inflight.take), so the run ends at once.
+// Work runs one step of an image job. A job that needs an upstream call is claimed for this process and
+// handed to a goroutine that holds it while the call waits (inflight.take), so the run ends at once; a
+// job whose task a provider accepted is polled here, once per run (snoozed in between).
 func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) error {
 	s := w.s
+	if taken, err := s.inflight.take(ctx, job.Args.JobID); taken || err != nil {
+		return err
+	}
 	j, err := s.App.Jobs().Job(ctx, job.Args.JobID)
 	if err != nil {
 		if models.KindOf(err) == models.KindNotFound {
@@ -64,13 +67,10 @@ func (w *imageWorker) Work(ctx context.Context, job *river.Job[ImageJobArgs]) er
 		return nil
 	}
 	row, err := s.App.Jobs().UpstreamTaskOf(ctx, j.ID)
-	if err != nil {
-		return err
+	if err != nil || row == nil || row.State != models.UpstreamTaskSubmitted {
+		return err // held by another process
 	}
-	if row != nil && row.State == models.UpstreamTaskSubmitted {
-		return s.runImageJob(ctx, j, row)
-	}
-	return s.inflight.take(ctx, j)
+	return s.runImageJob(ctx, j, row)
 }
 
 // runImageJob generates the image of a pending job (row: its upstream task, when the caller read it).

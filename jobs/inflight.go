@@ -108,17 +108,19 @@ func (in *inflight) beat(ctx context.Context) {
 	}
 }
 
-// take claims a pending job for this process and runs it in a goroutine; the queue's run ends at once.
-func (in *inflight) take(ctx context.Context, j *models.Job) error {
+// take claims a pending job that needs an upstream call for this process and runs it in a goroutine;
+// the queue's run ends at once. It reports false when the job is not one to take (ended, held by another
+// process, or its provider's task is to be polled).
+func (in *inflight) take(ctx context.Context, jobID string) (bool, error) {
 	in.mu.Lock()
 	stopping := in.stopping
 	in.mu.Unlock()
 	if stopping {
-		return handBack("image job", j.ID, errors.New("this process is stopping"))
+		return true, handBack("image job", jobID, errors.New("this process is stopping"))
 	}
-	ok, err := in.s.App.Runners().Claim(ctx, j.ID, in.id)
+	ok, err := in.s.App.Runners().Claim(ctx, jobID, in.id)
 	if err != nil || !ok {
-		return err // !ok: it ended, or another process holds it
+		return false, err
 	}
 	in.wg.Add(1)
 	in.count.Add(1)
@@ -130,9 +132,13 @@ func (in *inflight) take(ctx context.Context, j *models.Job) error {
 			in.wg.Done()
 		}()
 		ctx := context.WithValue(in.base, inflightKey{}, true)
-		in.settle(j.ID, in.s.runImageJob(ctx, j, nil))
+		j, err := in.s.App.Jobs().Job(ctx, jobID)
+		if err == nil {
+			err = in.s.runImageJob(ctx, j, nil)
+		}
+		in.settle(jobID, err)
 	}()
-	return nil
+	return true, nil
 }
 
 // settle acts on how a generation's run ended: nothing more when its job ended, else the job is handed

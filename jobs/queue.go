@@ -83,6 +83,10 @@ type QueueConfig struct {
 	PollInterval time.Duration
 }
 
+// fetchCooldown is the least time between two fetches of jobs: the runs are short (a pick-up, one poll),
+// so jobs are fetched often, in small batches, and start soon after their submit commits.
+const fetchCooldown = 20 * time.Millisecond
+
 // Queue is the durable queue: inserts happen inside the core's transactions, workers run in this process.
 type Queue struct {
 	insertMany func(ctx context.Context, tx *sql.Tx, params []river.InsertManyParams) error
@@ -107,7 +111,7 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			RescueStuckJobsAfter:        cfg.RescueAfter,
 			Middleware:                  []rivertype.Middleware{&runPhase{}},
 			FetchPollInterval:           cfg.PollInterval,
-			FetchCooldown:               minDuration(cfg.PollInterval, 100*time.Millisecond),
+			FetchCooldown:               minDuration(cfg.PollInterval, fetchCooldown),
 			MaxAttempts:                 10,
 			Logger:                      slog.New(warnings{slog.Default().Handler()}).With("component", "queue"),
 			CompletedJobRetentionPeriod: 24 * time.Hour,

@@ -42,7 +42,7 @@ type Options struct {
 	ProbeInterval time.Duration
 	// SweepInterval is how often overdue jobs are failed and refunded (default 30 s).
 	SweepInterval time.Duration
-	// PollInterval is how often idle workers look for work when not woken (default 1 s on PostgreSQL, 200 ms on SQLite).
+	// PollInterval is how often idle workers look for work when not woken (default 1 s on PostgreSQL, where inserts wake them, and 50 ms on SQLite).
 	PollInterval time.Duration
 	// RetryBase is the first routing back-off before retrying a transient upstream error (default 500 ms).
 	RetryBase time.Duration
@@ -185,7 +185,7 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
 		if db.Dialect == models.SQLite {
-			opts.PollInterval = 200 * time.Millisecond
+			opts.PollInterval = 50 * time.Millisecond
 		}
 	}
 	if opts.VideoPoll <= 0 {
@@ -261,18 +261,18 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 // by then (done, failed, or handed back with a snooze), so it is never run a second time meanwhile; the
 // run of a replica that died is taken up once its bound has passed and the rescuer looks: within 15-45 s
 // for a poll of a provider's task (waitBudget), a callback or the like, within 50-80 s for a run that
-// calls an upstream itself (RunBudget).
+// calls an upstream itself (RunBudget). The generations a process holds outside the queue have their own
+// recovery (inflight.go): they are queued again once the process stops beating.
 const (
 	// JobTimeout bounds one run of work whose worker sets no Timeout (every worker here sets one).
 	JobTimeout = 10 * time.Second
 	// RescueAfter is River's RescueStuckJobsAfter (River requires it to be at least JobTimeout).
 	RescueAfter = 15 * time.Second
-	// RunBudget bounds one run of an image job or a video task that calls an upstream itself (half the job
-	// deadline when that is shorter): a synchronous generation, a submission to a provider, a result's
-	// download. Work that waits snoozes instead of holding a run (waitAgain), and a run that used its
-	// budget hands the job back (handBack) while the job has time left: a synchronous upstream call
-	// longer than RunBudget is cut and made again (issue 31's runs that hold no worker while a provider
-	// answers will lift this).
+	// RunBudget bounds one run of the queue that calls an upstream itself (half the job deadline when that
+	// is shorter): a video's submission, a result's download. An image generation's call is not made in
+	// a run of the queue but in a goroutine that holds the job (inflight.go), bounded by its deadline only.
+	// Work that waits snoozes instead of holding a run (waitAgain), and a run that used its budget hands
+	// the job back (handBack) while the job has time left.
 	RunBudget = 45 * time.Second
 	// runMargin is how long after a run's own budget River cancels it and its rescuer may take the job:
 	// time for a run cut at its budget to hand the job back.

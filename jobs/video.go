@@ -166,7 +166,7 @@ func (s *Service) pollLater(ctx context.Context) error { return waitAgain(ctx, s
 // progressed records a running task's progress (reported by the upstream, 0 when it gives none) and
 // polls it again later, unless it ended meanwhile.
 func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress int) error {
-	running, err := s.App.Videos().VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
+	running, err := s.App.Videos().VideoProgress(context.WithoutCancel(ctx), t, progress)
 	if err != nil || !running {
 		return err
 	}
@@ -234,7 +234,7 @@ func (s *Service) pollVideo(ctx context.Context, t *models.VideoTask, deadline t
 
 // progressedAfter is progressed with another delay before the next poll.
 func (s *Service) progressedAfter(ctx context.Context, t *models.VideoTask, progress int, d time.Duration) error {
-	running, err := s.App.Videos().VideoProgress(context.WithoutCancel(ctx), t.ID, progress)
+	running, err := s.App.Videos().VideoProgress(context.WithoutCancel(ctx), t, progress)
 	if err != nil || !running {
 		return err
 	}

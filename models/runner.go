@@ -75,10 +75,13 @@ func (rs *RunnerService) Live(ctx context.Context) (int, error) {
 	return max(int(n), 1), nil
 }
 
-// Claim lets the process runner hold a pending job nobody holds; false when the job ended or another
-// process holds it.
+// Claim lets the process runner hold a pending job that nobody holds and that needs an upstream call
+// (no provider's task of it to poll); false when the job ended, another process holds it, or its task is
+// to be polled.
 func (rs *RunnerService) Claim(ctx context.Context, jobID, runner string) (bool, error) {
-	res := rs.a.DB.WithContext(ctx).Model(&Job{}).Where("id = ? AND status = ? AND runner IS NULL", jobID, JobPending).
+	res := rs.a.DB.WithContext(ctx).Model(&Job{}).
+		Where("id = ? AND status = ? AND runner IS NULL AND NOT EXISTS (SELECT 1 FROM upstream_tasks WHERE owner_id = ? AND state = ?)",
+			jobID, JobPending, jobID, UpstreamTaskSubmitted).
 		Update("runner", runner)
 	if res.Error != nil {
 		return false, Internal("runners: claim", res.Error)

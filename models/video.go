@@ -494,19 +494,16 @@ func (vs *VideoService) StartVideoTask(ctx context.Context, taskID, upstreamName
 	return true, nil
 }
 
-// VideoProgress records the progress of a running task from the upstream's figure (reported, 0 when it
-// gives none). It reports false when the task is no longer running.
-func (vs *VideoService) VideoProgress(ctx context.Context, taskID string, reported int) (bool, error) {
+// VideoProgress records the progress of a running task t, as its worker read it, from the upstream's
+// figure (reported, 0 when it gives none); it writes only a change. It reports false when the task is no
+// longer running.
+func (vs *VideoService) VideoProgress(ctx context.Context, t *VideoTask, reported int) (bool, error) {
 	a := vs.a
-	var t VideoTask
-	if err := a.DB.WithContext(ctx).Select("id, status, model, duration, progress, created_at").First(&t, "id = ?", taskID).Error; err != nil {
-		return false, Internal("video: read", err)
-	}
-	p := a.videoProgress(&t, reported)
+	p := a.videoProgress(t, reported)
 	if t.Status != VideoRunning || p == t.Progress {
 		return t.Status == VideoRunning, nil
 	}
-	res := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("id = ? AND status = ?", taskID, VideoRunning).
+	res := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("id = ? AND status = ?", t.ID, VideoRunning).
 		Updates(map[string]any{"progress": p, "updated_at": a.Now()})
 	if res.Error != nil {
 		return false, Internal("video: progress", res.Error)
@@ -514,7 +511,8 @@ func (vs *VideoService) VideoProgress(ctx context.Context, taskID string, report
 	if res.RowsAffected != 1 {
 		return false, nil
 	}
-	a.notify(ctx, TopicVideo, taskID)
+	t.Progress = p
+	a.notify(ctx, TopicVideo, t.ID)
 	return true, nil
 }
 

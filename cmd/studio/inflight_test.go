@@ -30,10 +30,18 @@ type slowImages struct {
 	srv                *httptest.Server
 	prompts            map[string]int
 	wrongAuth, badPath atomic.Int64
+	gate               chan struct{} // while open (not closed) and held, calls wait for it
+	held               atomic.Bool
 }
 
+// hold keeps every call waiting until release (or until its client goes away).
+func (s *slowImages) hold() { s.held.Store(true) }
+
+// release lets the held calls and those after them answer after the delay.
+func (s *slowImages) release() { s.held.Store(false); close(s.gate) }
+
 func newSlowImages(t *testing.T, delay time.Duration) *slowImages {
-	s := &slowImages{delay: delay, prompts: map[string]int{}}
+	s := &slowImages{delay: delay, prompts: map[string]int{}, gate: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer k" {
 			s.wrongAuth.Add(1)
@@ -60,6 +68,13 @@ func newSlowImages(t *testing.T, delay time.Duration) *slowImages {
 			s.inFlight--
 			s.mu.Unlock()
 		}()
+		if s.held.Load() {
+			select {
+			case <-s.gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		select {
 		case <-time.After(s.delay):
 		case <-r.Context().Done():
@@ -226,7 +241,8 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	direct := newSlowImages(t, 4*time.Second)
+	direct := newSlowImages(t, time.Second)
+	direct.hold() // the calls wait until the replica is killed
 	tasks := kling.New()
 	t.Cleanup(tasks.Close)
 	tasks.SetPolls(1, 1_000_000) // the tasks run until the replica is killed
@@ -248,12 +264,12 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 	key := created["api_key"].(string)
 	const n = 1000
 	ids := append(submitBatches(t, a, key, "sync", "gen2", n), submitBatches(t, a, key, "task", "kolors", n)...)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		direct.mu.Lock()
 		inFlight := direct.inFlight
 		direct.mu.Unlock()
 		submitted := len(tasks.Requests(http.MethodPost, "/v1/images/generations"))
-		if inFlight >= n*9/10 && submitted == n {
+		if inFlight == n && submitted == n {
 			t.Logf("killing the replica with %d calls in flight and %d tasks submitted", inFlight, submitted)
 			break
 		}
@@ -266,6 +282,7 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 	}
 	_ = a.cmd.Wait()
 	tasks.SetPolls(1, 1) // unfinished tasks end at their next polls
+	direct.release()
 	b := startStudio(t, env, "serve")
 	done, failed, failures := waitAllEnded(t, b, key, ids, 3*time.Minute)
 	if failed > 0 || done != 2*n {
