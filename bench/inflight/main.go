@@ -335,7 +335,11 @@ func runOnce(ctx context.Context, o options, sc scenario, bin string, runNo int)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	res.waited = time.Since(submitted)
+	select {
+	case <-p.exited:
+		fmt.Printf("studio exited during the run (%v): %s\n", p.waitErr, p.logTail(1))
+	default:
+	}
 	res.peaks = smp.finish()
 	rows, err := rdb.rows(ctx, sc.video)
 	if err != nil {

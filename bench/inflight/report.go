@@ -69,7 +69,6 @@ type result struct {
 	errs       map[string]int
 	slices     []slice
 	first      time.Time
-	waited     time.Duration
 	drained    bool
 	drain      time.Duration // first submit to the last job done (at least, when not drained)
 	lateness   dist          // job latency minus the upstream latency
