@@ -118,8 +118,8 @@ func (in *inflight) take(ctx context.Context, jobID string) (bool, error) {
 	if stopping {
 		return true, handBack("image job", jobID, errors.New("this process is stopping"))
 	}
-	ok, err := in.s.App.Runners().Claim(ctx, jobID, in.id)
-	if err != nil || !ok {
+	j, begun, err := in.s.App.Runners().Claim(ctx, jobID, in.id)
+	if err != nil || j == nil {
 		return false, err
 	}
 	in.wg.Add(1)
@@ -132,11 +132,11 @@ func (in *inflight) take(ctx context.Context, jobID string) (bool, error) {
 			in.wg.Done()
 		}()
 		ctx := context.WithValue(in.base, inflightKey{}, true)
-		j, err := in.s.App.Jobs().Job(ctx, jobID)
-		if err == nil {
-			err = in.s.runImageJob(ctx, j, nil)
+		var row *models.UpstreamTask // nil: runImageJob reads the submission begun
+		if !begun {
+			row = &models.UpstreamTask{OwnerID: jobID}
 		}
-		in.settle(jobID, err)
+		in.settle(jobID, in.s.runImageJob(ctx, j, row))
 	}()
 	return true, nil
 }

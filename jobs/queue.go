@@ -151,7 +151,9 @@ func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, erro
 			pool.Close()
 			return nil, fmt.Errorf("queue: %w", err)
 		}
-		inserter, err := river.NewClient(riverdatabasesql.New(db.SQL), &river.Config{})
+		// The inserter wakes the workers' fetch (LISTEN) at most once per FetchCooldown per queue: with
+		// River's default of 100 ms a job submitted at rest waited up to 100 ms before it was fetched.
+		inserter, err := river.NewClient(riverdatabasesql.New(db.SQL), &river.Config{FetchCooldown: fetchCooldown})
 		if err != nil {
 			pool.Close()
 			return nil, fmt.Errorf("queue: inserter: %w", err)

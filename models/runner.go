@@ -76,17 +76,26 @@ func (rs *RunnerService) Live(ctx context.Context) (int, error) {
 }
 
 // Claim lets the process runner hold a pending job that nobody holds and that needs an upstream call
-// (no provider's task of it to poll); false when the job ended, another process holds it, or its task is
-// to be polled.
-func (rs *RunnerService) Claim(ctx context.Context, jobID, runner string) (bool, error) {
-	res := rs.a.DB.WithContext(ctx).Model(&Job{}).
-		Where("id = ? AND status = ? AND runner IS NULL AND NOT EXISTS (SELECT 1 FROM upstream_tasks WHERE owner_id = ? AND state = ?)",
-			jobID, JobPending, jobID, UpstreamTaskSubmitted).
-		Update("runner", runner)
-	if res.Error != nil {
-		return false, Internal("runners: claim", res.Error)
+// (no provider's task of it to poll), in one statement that returns the job and whether a submission of
+// it was begun (an upstream task in state submitting, to be looked up before anything is sent again).
+// It returns nil when the job ended, another process holds it, or its task is to be polled.
+func (rs *RunnerService) Claim(ctx context.Context, jobID, runner string) (*Job, bool, error) {
+	var rows []struct {
+		Job
+		TaskState *string
 	}
-	return res.RowsAffected == 1, nil
+	err := rs.a.DB.WithContext(ctx).Raw(`UPDATE jobs SET runner = ? WHERE id = ? AND status = ? AND runner IS NULL
+		AND NOT EXISTS (SELECT 1 FROM upstream_tasks WHERE owner_id = ? AND state = ?)
+		RETURNING *, (SELECT state FROM upstream_tasks WHERE owner_id = jobs.id) AS task_state`,
+		runner, jobID, JobPending, jobID, UpstreamTaskSubmitted).Scan(&rows).Error
+	if err != nil {
+		return nil, false, Internal("runners: claim", err)
+	}
+	if len(rows) != 1 {
+		return nil, false, nil
+	}
+	begun := rows[0].TaskState != nil && *rows[0].TaskState != UpstreamTaskNone
+	return &rows[0].Job, begun, nil
 }
 
 // Release hands jobs the process runner holds back to the queue, to run again after delay (a task to

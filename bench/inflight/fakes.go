@@ -51,6 +51,7 @@ type fake struct {
 	cut         atomic.Int64 // image calls whose caller left before the answer
 	unmatched   atomic.Int64 // image calls whose prompt named no job of the run
 	answered    []atomic.Int64
+	arrived     []atomic.Int64 // when a job's first call arrived (unix ns)
 	perJob      []atomic.Int32 // image calls per job
 
 	vidCalls  atomic.Int64
@@ -72,7 +73,7 @@ type videoTask struct {
 // newFake starts the fake for a run of n jobs and writes its certificate (PEM) into dir.
 func newFake(dir string, n int, latency, videoFor time.Duration) (*fake, error) {
 	f := &fake{latency: latency, videoFor: videoFor, videos: map[string]*videoTask{},
-		answered: make([]atomic.Int64, n), perJob: make([]atomic.Int32, n)}
+		answered: make([]atomic.Int64, n), arrived: make([]atomic.Int64, n), perJob: make([]atomic.Int32, n)}
 	created := time.Now().Unix()
 	for i := range f.answers {
 		png := fakeupstream.PNG(strconv.Itoa(i))
@@ -194,6 +195,7 @@ func (f *fake) image(w http.ResponseWriter, r *http.Request) {
 		i = -1
 	} else {
 		f.perJob[i].Add(1)
+		f.arrived[i].CompareAndSwap(0, time.Now().UnixNano())
 	}
 	if f.latency > 0 {
 		t := time.NewTimer(f.latency)

@@ -135,7 +135,7 @@ func main() {
 	flag.IntVar(&o.dbMaxConns, "db-max-conns", 30, "SERVICE_DB_MAX_CONNS of studio, and the open target's connection budget")
 	flag.IntVar(&o.workers, "workers", 0, "SERVICE_WORKERS of studio (0: not set, studio's default)")
 	flag.DurationVar(&o.wait, "wait", 0, "after the last submit, how long to wait for the jobs to end (0: the upstream latency + 2 min)")
-	flag.DurationVar(&o.sample, "sample", 100*time.Millisecond, "how often studio's /metrics, /proc and pg_stat_activity are read")
+	flag.DurationVar(&o.sample, "sample", 250*time.Millisecond, "how often studio's /metrics, /proc and pg_stat_activity are read")
 	flag.IntVar(&o.maxQueue, "max-queue", 100000, "open: due submits waiting for a client at most (beyond: dropped, counted as errors)")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "timeout of one submit")
 	flag.StringVar(&o.studioBin, "studio", "", "a studio binary to run (default: go build ./cmd/studio into a temporary directory)")

@@ -73,6 +73,7 @@ type result struct {
 	drain      time.Duration // first submit to the last job done (at least, when not drained)
 	lateness   dist          // job latency minus the upstream latency
 	afterAns   dist          // upstream answer (a video task's end) to job done
+	pickup     dist          // submit answered to the job's upstream call arriving (image jobs)
 	withinAns  int           // jobs done within -after-answer of their answer
 	noAnswer   int           // jobs done without a recorded answer
 	done       int
@@ -98,7 +99,7 @@ type result struct {
 func (r *result) compute(sub *submitter, f *fake, rows map[string]row) {
 	L := r.sc.latency
 	r.errs = map[string]int{}
-	var lat, late, after, seen []time.Duration
+	var lat, late, after, seen, picked []time.Duration
 	r.first = sub.first()
 	var last time.Time
 	for i := range sub.subs {
@@ -144,6 +145,11 @@ func (r *result) compute(sub *submitter, f *fake, rows map[string]row) {
 		} else if ns := f.answered[i].Load(); ns > 0 {
 			answer = time.Unix(0, ns)
 		}
+		if !r.sc.video {
+			if ns := f.arrived[i].Load(); ns > 0 {
+				picked = append(picked, time.Unix(0, ns).Sub(s.end))
+			}
+		}
 		if answer.IsZero() {
 			r.noAnswer++
 			continue
@@ -160,6 +166,7 @@ func (r *result) compute(sub *submitter, f *fake, rows map[string]row) {
 		}
 	}
 	r.submitLat, r.lateness, r.afterAns, r.seenLag = distOf(lat), distOf(late), distOf(after), distOf(seen)
+	r.pickup = distOf(picked)
 	r.drained = r.pending == 0 && r.lost == 0
 	if r.drained && !last.IsZero() {
 		r.drain = last.Sub(r.first)
@@ -258,6 +265,8 @@ func (r *result) judge() {
 				worst, at = s.lat.p99, k
 			}
 		}
+		add("open pick-up", r.pickup.n > 0 && r.pickup.p99 < 100*time.Millisecond,
+			"a job's upstream call starts within 100 ms of its submit's answer at p99: p50 / p99 / max %s ms", r.pickup.millis())
 		add("open submits", worst < o.submitP99 && r.submitErrors() == 0,
 			"submit p99 under %s in every %s slice and no error: worst slice p99 %.1f ms (%s–%s), overall p99 %.1f ms, errors %s",
 			o.submitP99, o.slice, ms(worst), time.Duration(at)*o.slice, time.Duration(at+1)*o.slice, ms(r.submitLat.p99), r.errorsText())
@@ -374,6 +383,7 @@ func (r *result) print(sub *submitter, f *fake) {
 			r.afterAns.secs(), r.afterAns.n, r.seenLag.secs(), r.videoPolls)
 	} else {
 		fmt.Printf("upstream answer → job done, p50 / p99 / max: %s s (%d jobs; %d done without a recorded answer)\n", r.afterAns.secs(), r.afterAns.n, r.noAnswer)
+		fmt.Printf("pick-up (submit answered → its upstream call arrived), p50 / p99 / max: %s ms\n", r.pickup.millis())
 	}
 	if r.sc.video {
 		fmt.Printf("fake upstream: %d calls (%d over HTTP/2), peak %d in flight, peak %d connections\n", r.fakeCalls, r.fakeH2, r.fakePeak, f.peakConns.Load())
@@ -422,7 +432,7 @@ func (v verdict) word() string {
 
 // printTable prints the runs as a markdown table for bench/README.md.
 func printTable(results []*result) {
-	fmt.Println("| scenario | db | run | jobs | L | drain s | job − L p50 / p99 / max s | answer → done p50 / p99 / max s | submit p50 / p99 / max ms | submit errors | peak RSS MiB | goroutines | DB conns | busy workers | fake in flight | done / failed / pending | targets |")
+	fmt.Println("| scenario | db | run | jobs | L | drain s | job − L p50 / p99 / max s | answer → done p50 / p99 / max s | pick-up p50 / p99 ms | submit p50 / p99 / max ms | submit errors | peak RSS MiB | goroutines | DB conns | busy workers | fake in flight | done / failed / pending | targets |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---|---|")
 	for _, r := range results {
 		name := r.sc.name
@@ -472,8 +482,12 @@ func printTable(results []*result) {
 		if r.peaks.busy < 0 && r.peaks.queueRunning >= 0 {
 			busyText += fmt.Sprintf(" (running rows %.0f)", r.peaks.queueRunning)
 		}
-		fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %d | %d / %d / %d | %s |\n",
-			name, r.db, r.run, r.sc.jobs, r.sc.latency, drain, r.lateness.secs(), r.afterAns.secs(), r.submitLat.millis(), r.errorsText(),
+		pick := "-"
+		if r.pickup.n > 0 {
+			pick = fmt.Sprintf("%.0f / %.0f", ms(r.pickup.p50), ms(r.pickup.p99))
+		}
+		fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %d | %d / %d / %d | %s |\n",
+			name, r.db, r.run, r.sc.jobs, r.sc.latency, drain, r.lateness.secs(), r.afterAns.secs(), pick, r.submitLat.millis(), r.errorsText(),
 			r.rssMiB(), gauge(r.peaks.goroutines), conns, busyText, r.fakePeak, r.done, r.failed, r.pending+r.lost, targets)
 	}
 }
