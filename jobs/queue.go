@@ -75,6 +75,8 @@ type QueueConfig struct {
 	Workers    *river.Workers
 	Periodic   []*river.PeriodicJob
 	MaxWorkers int
+	// TaskWorkers bounds the runs of the queue of provider tasks (queueTasks) at once.
+	TaskWorkers int
 	// JobTimeout bounds one run of the work whose worker sets no Timeout of its own (River's JobTimeout).
 	JobTimeout time.Duration
 	// RescueAfter is River's RescueStuckJobsAfter: a job running longer than this and than its worker's
@@ -82,6 +84,11 @@ type QueueConfig struct {
 	RescueAfter  time.Duration
 	PollInterval time.Duration
 }
+
+// queueTasks is the queue of the video tasks: starting each at a provider and following it, one short poll
+// per run. Its own few workers follow any number of tasks (polls are seldom, videoPollDelay), and the
+// default queue's workers stay free for picking up image jobs, callbacks and e-mail.
+const queueTasks = "tasks"
 
 // fetchCooldown is the least time between two fetches of jobs: the runs are short (a pick-up, one poll),
 // so jobs are fetched often, in small batches, and start soon after their submit commits.
@@ -101,7 +108,8 @@ type Queue struct {
 func NewQueue(ctx context.Context, db *models.DB, cfg QueueConfig) (*Queue, error) {
 	rcfg := func() *river.Config {
 		return &river.Config{
-			Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+			Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers},
+				queueTasks: {MaxWorkers: cfg.TaskWorkers}},
 			Workers:      cfg.Workers,
 			PeriodicJobs: cfg.Periodic,
 			// Every run is bounded (here, or by its worker's Timeout), and River's rescuer takes a job only
@@ -338,6 +346,7 @@ func (wq workQueue) Enqueue(tx *gorm.DB, work ...models.Work) error {
 			opts.MaxAttempts = len(s.opts.CallbackBackoff) + 1
 			args = CallbackArgs{JobID: w.ID}
 		case models.WorkVideoTask:
+			opts.Queue = queueTasks
 			args = VideoTaskArgs{TaskID: w.ID}
 		case models.WorkMail:
 			opts.MaxAttempts = mailAttempts

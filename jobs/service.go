@@ -34,8 +34,11 @@ type Options struct {
 	Upstreams *upstream.Registry
 	// Media stores generated results.
 	Media media.Store
-	// MaxWorkers bounds concurrent jobs in this process (default 50).
+	// MaxWorkers bounds the runs of the default queue at once in this process (default 50): picking image
+	// jobs up, polls of image tasks, callbacks, e-mail, periodic work.
 	MaxWorkers int
+	// TaskWorkers bounds the runs of the video tasks' queue at once in this process (default 16).
+	TaskWorkers int
 	// CallbackBackoff is the delay before each callback retry (default 5 s, 30 s, 2 min, 10 min, 1 h).
 	CallbackBackoff []time.Duration
 	// ProbeInterval is the period of upstream probes (default 60 s).
@@ -48,8 +51,12 @@ type Options struct {
 	RetryBase time.Duration
 	// CallbackTimeout bounds one callback delivery (default 10 s).
 	CallbackTimeout time.Duration
-	// VideoPoll is how often a running video task is checked at its upstream (default 5 s).
+	// VideoPoll is how often a running video task is checked at its upstream when it may have ended
+	// (default 5 s): in its first polls and near or past its tier's expected time (videoPollDelay).
 	VideoPoll time.Duration
+	// VideoPollMax is the longest wait between two polls of a video task far from its expected end
+	// (default 30 s with the default VideoPoll, else VideoPoll: polls at a fixed interval).
+	VideoPollMax time.Duration
 	// ImagePoll is how often a running image task is checked at its upstream (default 2 s, or VideoPoll
 	// when that is shorter): image tasks end in seconds, video tasks in minutes.
 	ImagePoll time.Duration
@@ -173,6 +180,9 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	if opts.MaxWorkers <= 0 {
 		opts.MaxWorkers = 50
 	}
+	if opts.TaskWorkers <= 0 {
+		opts.TaskWorkers = 16
+	}
 	if len(opts.CallbackBackoff) == 0 {
 		opts.CallbackBackoff = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, time.Hour}
 	}
@@ -190,7 +200,11 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	}
 	if opts.VideoPoll <= 0 {
 		opts.VideoPoll = 5 * time.Second
+		if opts.VideoPollMax <= 0 {
+			opts.VideoPollMax = 30 * time.Second
+		}
 	}
+	opts.VideoPollMax = max(opts.VideoPollMax, opts.VideoPoll)
 	if opts.ImagePoll <= 0 {
 		opts.ImagePoll = min(2*time.Second, opts.VideoPoll)
 	}
@@ -225,7 +239,7 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 			return RescueArgs{}, &river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: rescueInterval}}
 		}, &river.PeriodicJobOpts{RunOnStart: true}),
 	}
-	q, err := NewQueue(ctx, db, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers,
+	q, err := NewQueue(ctx, db, QueueConfig{Workers: workers, Periodic: periodic, MaxWorkers: opts.MaxWorkers, TaskWorkers: opts.TaskWorkers,
 		JobTimeout: JobTimeout, RescueAfter: RescueAfter, PollInterval: opts.PollInterval})
 	if err != nil {
 		return nil, err

@@ -14,11 +14,12 @@ import (
 	"studio/jobs/routing"
 	"studio/jobs/upstream"
 	"studio/models"
+	"studio/models/contract"
 	"studio/models/media"
 )
 
 // Video tasks on the queue: the task's queued work starts it at an upstream through the routing engine
-// (fallback keeps the tier), then polls the upstream once per run and snoozes for Options.VideoPoll
+// (fallback keeps the tier), then polls the upstream once per run and snoozes for videoPollDelay
 // between runs (the queue runs it again then), so that no worker waits minutes. A completed video is
 // streamed into the media store; an upstream failure, a lost task or the deadline fails the task with
 // a refund.
@@ -68,7 +69,7 @@ func (w *videoWorker) Work(ctx context.Context, job *river.Job[VideoTaskArgs]) e
 }
 
 // runVideoTask starts a pending task or polls a running one; while the task goes on it returns a
-// snooze, so that the queue runs it again after Options.VideoPoll. Failures of the generation end the
+// snooze, so that the queue runs it again after videoPollDelay. Failures of the generation end the
 // task (failed, refunded); failures of the service's own database or storage are returned so that the
 // queue runs the step again.
 func (s *Service) runVideoTask(ctx context.Context, taskID string) error {
@@ -157,11 +158,36 @@ func (s *Service) recordStart(ctx context.Context, t *models.VideoTask, u *upstr
 		s.cancelUpstream(context.WithoutCancel(ctx), t.ID, u.Name, upstreamTaskID)
 		return nil
 	}
-	return s.pollLater(ctx)
+	return s.pollLater(ctx, t)
 }
 
-// pollLater asks the queue to run the task's work again after the poll interval, for one poll.
-func (s *Service) pollLater(ctx context.Context) error { return waitAgain(ctx, s.opts.VideoPoll) }
+// pollLater asks the queue to run the task's work again for one poll, after videoPollDelay.
+func (s *Service) pollLater(ctx context.Context, t *models.VideoTask) error {
+	return waitAgain(ctx, s.videoPollDelay(t))
+}
+
+// videoPollDelay is the wait before the next poll of a running task. A video takes minutes, and
+// polling ten thousand of them every few seconds is most of a replica's work for nothing: a task is
+// polled every VideoPoll in its first polls (an early failure) and when it may have ended, and seldom
+// while it surely runs: half the time left until its tier's expected end (contract.ExpectedVideoTime),
+// and past that end a quarter of the time it is late, each at least VideoPoll and at most VideoPollMax.
+// A two-minute video is polled about ten times instead of twenty-four; its end is seen within VideoPoll
+// when it comes near the expected time.
+func (s *Service) videoPollDelay(t *models.VideoTask) time.Duration {
+	return pollDelay(s.opts.VideoPoll, s.opts.VideoPollMax, s.App.Now().Sub(t.CreatedAt), contract.ExpectedVideoTime(t.Model, t.Duration))
+}
+
+// pollDelay is videoPollDelay's rule for a task elapsed into its run, expected to end after expected.
+func pollDelay(every, most, elapsed, expected time.Duration) time.Duration {
+	if most <= every || elapsed < 2*every {
+		return every
+	}
+	d := (expected - elapsed) / 2
+	if elapsed > expected {
+		d = (elapsed - expected) / 4
+	}
+	return min(max(d, every), most)
+}
 
 // progressed records a running task's progress (reported by the upstream, 0 when it gives none) and
 // polls it again later, unless it ended meanwhile.
@@ -170,7 +196,7 @@ func (s *Service) progressed(ctx context.Context, t *models.VideoTask, progress 
 	if err != nil || !running {
 		return err
 	}
-	return s.pollLater(ctx)
+	return s.pollLater(ctx, t)
 }
 
 // videoRunFailed ends a task whose start or prompt expansion gave up, unless this run was only
@@ -238,7 +264,7 @@ func (s *Service) progressedAfter(ctx context.Context, t *models.VideoTask, prog
 	if err != nil || !running {
 		return err
 	}
-	return waitAgain(ctx, max(d, s.opts.VideoPoll))
+	return waitAgain(ctx, max(d, s.videoPollDelay(t)))
 }
 
 // storeVideo streams a completed video from its upstream into the media store under

@@ -314,3 +314,10 @@ func certPool(file string) (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// videosCreated is how many video tasks the fake has started.
+func (f *fake) videosCreated() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.videos)
+}

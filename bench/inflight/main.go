@@ -314,6 +314,10 @@ func runOnce(ctx context.Context, o options, sc scenario, bin string, runNo int)
 	lastNote := time.Now()
 	left := -1
 	for {
+		if sc.video && !smp.following.Load() && f.videosCreated() >= accepted {
+			smp.following.Store(true)
+			fmt.Printf("  %5.0f s after the first submit: every video task started at the provider\n", time.Since(t0).Seconds())
+		}
 		n, err := rdb.open(ctx, sc.video)
 		if err == nil {
 			left = n

@@ -284,8 +284,9 @@ func (r *result) judge() {
 	case "video":
 		add("video done", r.drained && r.done == sc.jobs, "all %d tasks of a %s provider done: %s; drain %s", sc.jobs, sc.latency, counts, r.drainText())
 		if r.peaks.busy >= 0 {
-			add("video workers", r.peaks.busy <= float64(o.maxBusy), "at most %d busy queue workers (studio_queue_running, every %s): peak %.0f",
-				o.maxBusy, o.sample, r.peaks.busy)
+			add("video workers", r.peaks.busyFollowing >= 0 && r.peaks.busyFollowing <= float64(o.maxBusy),
+				"at most %d busy queue workers following the tasks once all were started (studio_queue_running, every %s): peak %.0f (%.0f while the tasks were being submitted)",
+				o.maxBusy, o.sample, r.peaks.busyFollowing, r.peaks.busy)
 		} else {
 			na("video workers", "at most %d busy queue workers: studio has no studio_queue_running gauge (%s)", o.maxBusy, r.queueRowsText())
 		}

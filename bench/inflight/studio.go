@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -369,6 +370,7 @@ type peaks struct {
 	goroutines     float64
 	fds            int
 	busy           float64 // studio_queue_running
+	busyFollowing  float64 // studio_queue_running once every video task was started at the provider
 	queueRunning   float64 // studio_queue_jobs{state="running"} (queue rows in state running)
 	waiting        float64 // studio_generations_waiting
 	poolOpen       float64 // sum over pools of studio_db_connections{state="open"}
@@ -384,6 +386,8 @@ type sampler struct {
 	p      *studioProc
 	db     *runDB
 	every  time.Duration
+	// following is set once every video task was started at the provider: busyFollowing counts from then.
+	following atomic.Bool
 	client *http.Client
 
 	mu   sync.Mutex
@@ -394,7 +398,7 @@ type sampler struct {
 
 func newSampler(p *studioProc, db *runDB, every time.Duration) *sampler {
 	s := &sampler{p: p, db: db, every: every, client: &http.Client{Timeout: 5 * time.Second}, done: make(chan struct{})}
-	s.peak = peaks{rss: -1, hwm: -1, goroutines: -1, fds: -1, busy: -1, queueRunning: -1, waiting: -1, poolOpen: -1, poolInUse: -1,
+	s.peak = peaks{rss: -1, hwm: -1, goroutines: -1, fds: -1, busy: -1, busyFollowing: -1, queueRunning: -1, waiting: -1, poolOpen: -1, poolInUse: -1,
 		poolByName: map[string]float64{}, pgConns: -1}
 	return s
 }
@@ -478,6 +482,9 @@ func (s *sampler) sample(ctx context.Context) {
 			set(&s.peak.goroutines, v)
 		case "studio_queue_running":
 			set(&s.peak.busy, v)
+			if s.following.Load() {
+				set(&s.peak.busyFollowing, v)
+			}
 		case "studio_generations_waiting":
 			set(&s.peak.waiting, v)
 		case "studio_queue_jobs":
