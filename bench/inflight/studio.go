@@ -383,12 +383,12 @@ type peaks struct {
 
 // sampler reads studio's /metrics, its /proc entries and (PostgreSQL) pg_stat_activity every interval.
 type sampler struct {
-	p      *studioProc
-	db     *runDB
-	every  time.Duration
+	p     *studioProc
+	db    *runDB
+	every time.Duration
 	// following is set once every video task was started at the provider: busyFollowing counts from then.
 	following atomic.Bool
-	client *http.Client
+	client    *http.Client
 
 	mu   sync.Mutex
 	peak peaks
