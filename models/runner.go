@@ -95,7 +95,8 @@ func (rs *RunnerService) Claim(ctx context.Context, jobID, runner string) (*Job,
 		return nil, false, nil
 	}
 	begun := rows[0].TaskState != nil && *rows[0].TaskState != UpstreamTaskNone
-	return &rows[0].Job, begun, nil
+	j := rows[0].Job // a copy: GORM's slice has room for 20 rows, which a held pointer would keep alive
+	return &j, begun, nil
 }
 
 // Release hands jobs the process runner holds back to the queue, to run again after delay (a task to
