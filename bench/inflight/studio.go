@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"studio/bench/internal/benchapi"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -198,36 +197,11 @@ func (p *studioProc) stop() {
 
 // createTenant creates a metered tenant with plenty of credits through POST /api/admin and returns its key.
 func createTenant(ctx context.Context, base, adminKey string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"action": "tenant-create", "name": "Inflight", "credits": 1_000_000_000})
-	req, err := http.NewRequestWithContext(ctx, "POST", base+"/api/admin", bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("X-API-Key", adminKey)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	var out struct {
-		APIKey string `json:"api_key"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil || out.APIKey == "" {
-		return "", fmt.Errorf("tenant-create answered %d: %s", res.StatusCode, snippet(b))
-	}
-	return out.APIKey, nil
+	return benchapi.CreateTenant(ctx, base, adminKey, "Inflight", 1_000_000_000)
 }
 
 // snippet shortens an answer for an error message.
-func snippet(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
+func snippet(b []byte) string { return benchapi.Snippet(b, 200) }
 
 // runDB reads the run's database directly (studio's tables), beside studio.
 type runDB struct {

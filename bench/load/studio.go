@@ -2,16 +2,14 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"studio/bench/internal/benchapi"
 	"studio/bench/internal/benchdb"
 	"time"
 
@@ -179,26 +177,7 @@ const keepDataHelp = "keep the data directory (media, SQLite file) instead of de
 
 // createTenant creates a metered tenant with plenty of credits through POST /api/admin and returns its key.
 func createTenant(ctx context.Context, base, adminKey string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"action": "tenant-create", "name": "Load", "credits": 100_000_000})
-	req, err := http.NewRequestWithContext(ctx, "POST", base+"/api/admin", bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("X-API-Key", adminKey)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	var out struct {
-		APIKey string `json:"api_key"`
-	}
-	if err := json.Unmarshal(b, &out); err != nil || out.APIKey == "" {
-		return "", fmt.Errorf("tenant-create answered %d: %s", res.StatusCode, snippet(b))
-	}
-	return out.APIKey, nil
+	return benchapi.CreateTenant(ctx, base, adminKey, "Load", 100_000_000)
 }
 
 // selfRSS returns the resident memory of this process in bytes (VmRSS).

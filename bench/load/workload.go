@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"studio/bench/internal/benchapi"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,13 +225,7 @@ func do(hc *http.Client, req *http.Request) ([]byte, error) {
 }
 
 // snippet shortens an answer for an error sample.
-func snippet(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 160 {
-		s = s[:160] + "…"
-	}
-	return s
-}
+func snippet(b []byte) string { return benchapi.Snippet(b, 160) }
 
 // api sends a JSON request with the tenant key and decodes a 200 answer into out (when not nil).
 func (c *client) api(ctx context.Context, method, path string, in, out any) error {

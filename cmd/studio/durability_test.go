@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,18 +88,7 @@ func TestKilledServerLeavesNoJobBehind(t *testing.T) {
 		t.Fatalf("credits = %v, want %v (%d done charged, %d failed refunded)", got, want, done, failed)
 	}
 	t.Logf("after SIGKILL and restart: %d done, %d failed and refunded", done, failed)
-	db, err := models.OpenDB(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	app, err := models.NewApp(context.Background(), db, models.DefaultConfig(), models.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if problems, err := app.Credits().AuditLedger(context.Background()); err != nil || len(problems) > 0 {
-		t.Fatalf("ledger after the crash: %v %v", problems, err)
-	}
+	auditLedger(t, dbURL)
 }
 
 // TestCrashedReplicaJobResumedWithinAMinute runs two replicas on one PostgreSQL database. A job whose
