@@ -215,7 +215,6 @@ func (in *inflight) stop(ctx context.Context) {
 // passes, Err is context.DeadlineExceeded, as for context.WithDeadline.
 type stretchCtx struct {
 	context.Context
-	cancel   context.CancelCauseFunc
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
@@ -223,7 +222,7 @@ type stretchCtx struct {
 
 func newStretchCtx(parent context.Context, deadline time.Time) (*stretchCtx, context.CancelFunc) {
 	inner, cancel := context.WithCancelCause(parent)
-	c := &stretchCtx{Context: inner, cancel: cancel, deadline: deadline}
+	c := &stretchCtx{Context: inner, deadline: deadline}
 	c.timer = time.AfterFunc(time.Until(deadline), func() { cancel(context.DeadlineExceeded) })
 	return c, func() {
 		c.timer.Stop()
