@@ -17,6 +17,7 @@ import (
 	"studio/jobs/upstream"
 	"studio/models"
 	"studio/models/media"
+	"studio/models/metrics"
 )
 
 // imageRoute is the routing request of image parameters.
@@ -138,8 +139,13 @@ func (s *Service) runImageJob(ctx context.Context, j *models.Job, row *models.Up
 	var img *upstream.Image
 	var used *upstream.Upstream
 	var task *submitted
+	started := false
 	err = s.Engine.Run(ctx, imageRoute(&p), func(note string) { _ = app.Jobs().SetJobProgress(context.WithoutCancel(ctx), j.ID, note) },
 		func(ctx context.Context, u *upstream.Upstream) error {
+			if !started {
+				started = true
+				metrics.GenerationStart.Observe(app.Now().Sub(j.CreatedAt).Seconds())
+			}
 			if u.Tasks() != nil {
 				out, err := s.submitTask(ctx, j.ID, u, upstream.TaskRequest{Media: upstream.MediaImage, Image: req})
 				if err == nil {

@@ -340,11 +340,13 @@ func auditLedger(ctx context.Context, dbURL string) string {
 
 // peaks is what the sampler saw of studio during a run. A figure that was never read is -1.
 type peaks struct {
-	rss, hwm       float64 // bytes: sampled VmRSS, and VmHWM at the end
-	goroutines     float64
-	fds            int
-	busy           float64 // studio_queue_running
-	busyFollowing  float64 // studio_queue_running once every video task was started at the provider
+	rss, hwm      float64 // bytes: sampled VmRSS, and VmHWM at the end
+	goroutines    float64
+	fds           int
+	busy          float64 // studio_queue_running
+	busyFollowing float64 // studio_queue_running once every video task was started at the provider
+	// startBuckets is studio_generation_start_seconds as last read: cumulative count by upper bound.
+	startBuckets   map[float64]float64
 	queueRunning   float64 // studio_queue_jobs{state="running"} (queue rows in state running)
 	waiting        float64 // studio_generations_waiting
 	poolOpen       float64 // sum over pools of studio_db_connections{state="open"}
@@ -461,6 +463,13 @@ func (s *sampler) sample(ctx context.Context) {
 			}
 		case "studio_generations_waiting":
 			set(&s.peak.waiting, v)
+		case "studio_generation_start_seconds_bucket":
+			if le, err := strconv.ParseFloat(label(labels, "le"), 64); err == nil {
+				if s.peak.startBuckets == nil {
+					s.peak.startBuckets = map[float64]float64{}
+				}
+				s.peak.startBuckets[le] = v
+			}
 		case "studio_queue_jobs":
 			if label(labels, "state") == "running" {
 				set(&s.peak.queueRunning, v)

@@ -5,10 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -206,6 +208,21 @@ func TestJobsWaitingForASlotAreNeitherFailedNorChargedTwice(t *testing.T) {
 	}
 	if len(prompts) != n || up.calls.Load() != n {
 		t.Fatalf("%d upstream calls for %d prompts, want one per job (%d)", up.calls.Load(), len(prompts), n)
+	}
+	// Every generation's start is on /metrics, and the waits for a slot show in it (the later jobs waited
+	// seconds).
+	req, _ := http.NewRequest("GET", p.base+"/metrics", nil)
+	req.Header.Set("X-API-Key", adminKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	count := regexp.MustCompile(`(?m)^studio_generation_start_seconds_count (\d+)$`).FindSubmatch(text)
+	fast := regexp.MustCompile(`(?m)^studio_generation_start_seconds_bucket\{le="1"\} (\d+)$`).FindSubmatch(text)
+	if count == nil || string(count[1]) != fmt.Sprint(n) || fast == nil || string(fast[1]) == fmt.Sprint(n) {
+		t.Fatalf("studio_generation_start_seconds: count %q, started within 1 s %q: want %d started, some after waiting longer", count, fast, n)
 	}
 	if up.wrongAuth.Load()+up.badPath.Load() > 0 {
 		t.Fatalf("malformed upstream calls: %d wrong key, %d wrong path", up.wrongAuth.Load(), up.badPath.Load())

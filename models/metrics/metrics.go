@@ -47,6 +47,13 @@ var (
 	QueueRunning = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "studio_queue_running", Help: "Runs of the queue executing in this process now (busy workers).",
 	})
+	// GenerationStart observes, for each generation, the time from its job's submission to its first
+	// upstream call (or submission to a task protocol): the queue's pick-up, the claim and the start of the
+	// call; a wait for a max_concurrency slot and a job queued again after a crash count in it too.
+	GenerationStart = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "studio_generation_start_seconds", Help: "Time from a job's submission to its first upstream call.",
+		Buckets: []float64{.005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	})
 	// Credits counts credits moved, by ledger kind (charge, refund, grant, claim, ...).
 	Credits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "studio_credits_total", Help: "Credits moved by ledger kind (absolute values).",
@@ -55,7 +62,7 @@ var (
 
 func init() {
 	Registry.MustRegister(HTTPRequests, HTTPDuration, JobsEnded, JobsSubmitted, UpstreamAttempts, CallbackDeliveries, Credits,
-		GenerationsWaiting, QueueRunning, poolCollector{},
+		GenerationsWaiting, QueueRunning, GenerationStart, poolCollector{},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
