@@ -81,7 +81,7 @@ func (in *inflight) start(ctx context.Context) error {
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-in.base.Done(): // stopping: stop hands back what is left and leaves job_runners
 				return
 			case <-t.C:
 			}
@@ -122,7 +122,14 @@ func (in *inflight) take(ctx context.Context, jobID string) (bool, error) {
 	if err != nil || j == nil {
 		return false, err
 	}
+	in.mu.Lock()
+	if in.stopping { // stop began meanwhile: hand the job back with the others
+		in.back = append(in.back, jobID)
+		in.mu.Unlock()
+		return true, nil
+	}
 	in.wg.Add(1)
+	in.mu.Unlock()
 	in.count.Add(1)
 	metrics.GenerationsWaiting.Inc()
 	go func() {
@@ -180,7 +187,7 @@ func (in *inflight) stop(ctx context.Context) {
 		return
 	}
 	in.mu.Lock()
-	in.stopping = true
+	in.stopping = true // from now on no goroutine is added (take)
 	in.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
