@@ -271,19 +271,15 @@ type slotWaiter struct {
 	ctx *stretchCtx
 }
 
-func (w *slotWaiter) Waiting() {
-	d, err := w.s.App.Runners().WaitForSlot(context.WithoutCancel(w.ctx), w.j.ID)
-	if err != nil {
-		slog.Warn("jobs: recording a wait for a slot failed", "job_id", w.j.ID, "err", err)
-	}
-	w.j.Deadline = d
-	w.ctx.move(d)
-}
+func (w *slotWaiter) Waiting() { w.move(w.s.App.Runners().WaitForSlot(context.WithoutCancel(w.ctx), w.j.ID)) }
 
-func (w *slotWaiter) Acquired() {
-	d, err := w.s.App.Runners().SlotTaken(context.WithoutCancel(w.ctx), w.j.ID)
+func (w *slotWaiter) Acquired() { w.move(w.s.App.Runners().SlotTaken(context.WithoutCancel(w.ctx), w.j.ID)) }
+
+// move gives the job and its context the deadline the core recorded (or would have: a failed write is
+// logged, and the sweep then sees the old deadline).
+func (w *slotWaiter) move(d time.Time, err error) {
 	if err != nil {
-		slog.Warn("jobs: recording a slot taken failed", "job_id", w.j.ID, "err", err)
+		slog.Warn("jobs: recording a job's wait for a slot failed", "job_id", w.j.ID, "err", err)
 	}
 	w.j.Deadline = d
 	w.ctx.move(d)

@@ -84,18 +84,6 @@ func (s *slots) full(u *upstream.Upstream) bool {
 	return sl != nil && (sl.inUse >= limit || len(sl.waiting) > 0)
 }
 
-// InFlight returns the calls in flight and the calls waiting for a slot of the upstream named (bounded
-// upstreams only; for metrics and tests).
-func (e *Engine) InFlight(name string) (inUse, waiting int) {
-	s := &e.slots
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sl := s.byName[name]; sl != nil {
-		return sl.inUse, len(sl.waiting)
-	}
-	return 0, 0
-}
-
 // acquire takes a slot of u for one call, waiting for one in turn when they are all taken (telling the
 // waiter of ctx). It returns the release of the slot, or ctx's error when ctx ended first.
 func (s *slots) acquire(ctx context.Context, u *upstream.Upstream) (func(), error) {

@@ -965,7 +965,7 @@ type Job struct {
 	JobId     openapi_types.UUID `json:"jobId"`
 	Ok        *bool              `json:"ok,omitempty"`
 
-	// Progress progress note, e.g. upstream failed, switching to backup channel (1/2)
+	// Progress progress note, e.g. upstream failed, switching to backup channel (1/2); waiting for a free slot at the provider (its concurrency limit is reached) while the job waits for an upstream with max_concurrency (its deadline counts from its slot)
 	Progress string    `json:"progress"`
 	Status   JobStatus `json:"status"`
 	Steps    *[]struct {
