@@ -271,9 +271,13 @@ type slotWaiter struct {
 	ctx *stretchCtx
 }
 
-func (w *slotWaiter) Waiting() { w.move(w.s.App.Runners().WaitForSlot(context.WithoutCancel(w.ctx), w.j.ID)) }
+func (w *slotWaiter) Waiting() {
+	w.move(w.s.App.Runners().WaitForSlot(context.WithoutCancel(w.ctx), w.j.ID))
+}
 
-func (w *slotWaiter) Acquired() { w.move(w.s.App.Runners().SlotTaken(context.WithoutCancel(w.ctx), w.j.ID)) }
+func (w *slotWaiter) Acquired() {
+	w.move(w.s.App.Runners().SlotTaken(context.WithoutCancel(w.ctx), w.j.ID))
+}
 
 // move gives the job and its context the deadline the core recorded (or would have: a failed write is
 // logged, and the sweep then sees the old deadline).
