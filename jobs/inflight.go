@@ -49,7 +49,9 @@ type inflight struct {
 	count  atomic.Int64
 
 	mu       sync.Mutex
+	started  bool
 	stopping bool
+	closed   bool     // stop handed back what it held: a job held later is handed back by whoever holds it
 	back     []string // jobs to hand back when stopping
 	unsent   []string // jobs whose release failed, tried again on the next beat
 }
@@ -76,6 +78,9 @@ func (in *inflight) start(ctx context.Context) error {
 		return err
 	}
 	in.beat(ctx)
+	in.mu.Lock()
+	in.started = true
+	in.mu.Unlock()
 	go func() {
 		t := time.NewTicker(models.RunnerBeat)
 		defer t.Stop()
@@ -122,30 +127,71 @@ func (in *inflight) take(ctx context.Context, jobID string) (bool, error) {
 	if err != nil || j == nil {
 		return false, err
 	}
-	in.mu.Lock()
-	if in.stopping { // stop began meanwhile: hand the job back with the others
-		in.back = append(in.back, jobID)
-		in.mu.Unlock()
-		return true, nil
+	if back := in.run([]*models.Job{j}, begun); len(back) > 0 {
+		// stop handed back what it held meanwhile: this job too, in this run
+		return true, in.s.App.Runners().Release(ctx, in.id, handBackDelay, back...)
 	}
-	in.wg.Add(1)
-	in.mu.Unlock()
-	in.count.Add(1)
-	metrics.GenerationsWaiting.Inc()
-	go func() {
-		defer func() {
-			in.count.Add(-1)
-			metrics.GenerationsWaiting.Dec()
-			in.wg.Done()
-		}()
-		ctx := context.WithValue(in.base, inflightKey{}, true)
-		var row *models.UpstreamTask // nil: runImageJob reads the submission begun
-		if !begun {
-			row = &models.UpstreamTask{OwnerID: jobID}
-		}
-		in.settle(jobID, in.s.runImageJob(ctx, j, row))
-	}()
 	return true, nil
+}
+
+// Holding is models.Holder's: the runner name under which submits store their jobs held by this
+// process, while it runs and does not stop; "" otherwise (the jobs are queued).
+func (in *inflight) Holding() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.started || in.stopping || in.s.Draining() {
+		return ""
+	}
+	return in.id
+}
+
+// Hold is models.Holder's: it runs the jobs a submit committed held by this process. When this process
+// stopped meanwhile, they are handed back to the queue.
+func (in *inflight) Hold(runner string, jobs []*models.Job) {
+	if runner != in.id || len(jobs) == 0 {
+		return
+	}
+	if back := in.run(jobs, false); len(back) > 0 {
+		in.release(models.WorkContext(context.Background()), handBackDelay, back...)
+	}
+}
+
+// run starts a goroutine for each job this process holds (begun: a submission of it was begun, to look
+// up before anything is sent again). Once stop began, the jobs are handed back with the others instead;
+// once stop handed those back, run returns the jobs for its caller to hand back.
+func (in *inflight) run(jobs []*models.Job, begun bool) (back []string) {
+	in.mu.Lock()
+	if in.stopping {
+		for _, j := range jobs {
+			back = append(back, j.ID)
+		}
+		if !in.closed {
+			in.back = append(in.back, back...)
+			back = nil
+		}
+		in.mu.Unlock()
+		return back
+	}
+	in.wg.Add(len(jobs))
+	in.mu.Unlock()
+	in.count.Add(int64(len(jobs)))
+	metrics.GenerationsWaiting.Add(float64(len(jobs)))
+	for _, j := range jobs {
+		go func() {
+			defer func() {
+				in.count.Add(-1)
+				metrics.GenerationsWaiting.Dec()
+				in.wg.Done()
+			}()
+			ctx := context.WithValue(in.base, inflightKey{}, true)
+			var row *models.UpstreamTask // nil: runImageJob reads the submission begun
+			if !begun {
+				row = &models.UpstreamTask{OwnerID: j.ID}
+			}
+			in.settle(j.ID, in.s.runImageJob(ctx, j, row))
+		}()
+	}
+	return nil
 }
 
 // settle acts on how a generation's run ended: nothing more when its job ended, else the job is handed
@@ -204,6 +250,7 @@ func (in *inflight) stop(ctx context.Context) {
 	in.mu.Lock()
 	back := append(in.back, in.unsent...)
 	in.back, in.unsent = nil, nil
+	in.closed = true
 	in.mu.Unlock()
 	bctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -104,7 +104,7 @@ func handBack(what, id string, cause error) error {
 }
 
 // storeConcurrency is how many workers write a generated result to the media store at once, unless the
-// store says otherwise (media.ParallelPuts: the local disk takes 2). The results are in memory; a
+// store says otherwise (media.ParallelPuts: the local disk takes 16). The results are in memory; a
 // handful of writes at a time keeps an object store busy, while a hundred at once (workers whose
 // upstream answered together) only pile up and delay the requests being served meanwhile.
 const storeConcurrency = 8
@@ -261,7 +261,7 @@ func New(ctx context.Context, db *models.DB, cfg models.Config, opts Options) (*
 	}
 	s.Events = events.New(db, opts.Events)
 	s.App, err = models.NewApp(ctx, db, cfg, models.Deps{Queue: workQueue{s}, Events: s.Events, Bindings: bindings{opts.Upstreams},
-		Router: router{s}, Follower: s.Events, Process: s, Listener: listener})
+		Router: router{s}, Follower: s.Events, Process: s, Holder: s.inflight, Listener: listener})
 	if err != nil {
 		return nil, err
 	}

@@ -47,8 +47,8 @@ func TestResultsAreStoredAsManyAtOnceAsTheStoreTakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := local.ParallelPuts(); got != 2 {
-		t.Fatalf("the local store takes %d Puts at once, want 2", got)
+	if got := local.ParallelPuts(); got != 16 {
+		t.Fatalf("the local store takes %d Puts at once, want 16", got)
 	}
 	store := &slowStore{Local: local, parallel: 2}
 

@@ -131,7 +131,36 @@ func OpenDBConns(ctx context.Context, rawURL string, maxConns int) (*DB, error) 
 		db.Close()
 		return nil, fmt.Errorf("database: cannot reach %s: %w", config.RedactURL(rawURL), err)
 	}
+	if db.Dialect == Postgres {
+		openConns(pctx, db.SQL, min(db.Conns.Requests, warmConns))
+		openConns(pctx, db.Work, db.Conns.Work)
+	}
 	return db, nil
+}
+
+// warmConns is how many connections of the requests' pool a replica opens as it starts, so that the
+// first burst of requests (a replica just started behind a busy balancer) does not wait for PostgreSQL
+// to start a backend per connection.
+const warmConns = 8
+
+// openConns opens up to n connections of pool at once and leaves them idle in it; a failure only ends
+// the warm-up early (the pool opens connections when they are needed anyway).
+func openConns(ctx context.Context, pool *sql.DB, n int) {
+	conns := make([]*sql.Conn, 0, n)
+	for range n {
+		c, err := pool.Conn(ctx)
+		if err != nil {
+			break
+		}
+		if err := c.PingContext(ctx); err != nil {
+			c.Close()
+			break
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 }
 
 // Close closes the connection pools.

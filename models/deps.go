@@ -107,6 +107,19 @@ type Follower interface {
 	FollowVideo(ctx context.Context, id *Identity, taskID string) (<-chan *VideoTaskView, error)
 }
 
+// Holder runs image jobs in this process from the moment their submit commits (jobs/inflight.go), so
+// that a job's upstream call does not wait for the queue to pick it up. A submit writes the process's
+// name in its jobs' runner column instead of queuing them; the process then holds them as it holds the
+// jobs it claims from the queue (RunnerService), and if it dies first, the rescue pass queues them.
+type Holder interface {
+	// Holding returns the runner name under which this process takes new jobs now, or "" when it takes
+	// none (workers not started, draining, stopping): the jobs are queued instead.
+	Holding() string
+	// Hold runs the jobs that were committed with the runner name Holding returned; the jobs are the
+	// caller's copies, which it no longer changes.
+	Hold(runner string, jobs []*Job)
+}
+
 // Process is this replica's asynchronous side as readiness sees it (jobs.Service).
 type Process interface {
 	// Running reports whether the workers run.
@@ -125,6 +138,7 @@ type Deps struct {
 	Router   Router
 	Follower Follower
 	Process  Process
+	Holder   Holder
 	// Listener is the process's PostgreSQL listener, shared with the event broker (jobs.New): the identity
 	// cache follows credential changes on it. Nil on PostgreSQL: the cache makes a listener of its own.
 	Listener *pglisten.Listener
@@ -132,10 +146,18 @@ type Deps struct {
 
 // enqueue puts work on the queue inside tx.
 func (a *App) enqueue(tx *gorm.DB, work ...Work) error {
-	if a.deps.Queue == nil {
+	if a.deps.Queue == nil || len(work) == 0 {
 		return nil
 	}
 	return a.deps.Queue.Enqueue(tx, work...)
+}
+
+// holding returns the runner name under which this process takes submitted jobs now, or "".
+func (a *App) holding() string {
+	if a.deps.Holder == nil {
+		return ""
+	}
+	return a.deps.Holder.Holding()
 }
 
 // notify announces that the row id of topic changed; call it after the change commits.

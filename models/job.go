@@ -555,9 +555,10 @@ func newSubmitBatcher(a *App) *groupCommit[*submitUnit] {
 // reason (rate limit, credits) does not affect the others; a database failure fails them all.
 func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 	var accepted []*submitUnit
+	runner := a.holding()
 	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		var err error
-		accepted, err = a.commitSubmitsTx(tx, batch)
+		accepted, err = a.commitSubmitsTx(tx, batch, runner)
 		return err
 	})
 	if err != nil {
@@ -568,12 +569,22 @@ func (a *App) commitSubmits(ctx context.Context, batch []*submitUnit) {
 		return
 	}
 	a.announceSubmits(ctx, accepted)
+	if runner != "" && len(accepted) > 0 {
+		all, _, _ := submittedJobs(accepted)
+		held := make([]*Job, len(all))
+		for i, j := range all {
+			c := *j // the caller encodes its own
+			held[i] = &c
+		}
+		a.deps.Holder.Hold(runner, held)
+	}
 }
 
 // commitSubmitsTx is the transaction of commitSubmits: it admits the units within the rate limit,
 // charges them, takes back the count of the jobs not accepted, and stores and queues the accepted jobs.
-// It returns the accepted units; each refused unit carries its own error.
-func (a *App) commitSubmitsTx(tx *gorm.DB, batch []*submitUnit) ([]*submitUnit, error) {
+// It returns the accepted units; each refused unit carries its own error. With a runner name (App.holding)
+// the jobs are stored held by this process instead of queued.
+func (a *App) commitSubmitsTx(tx *gorm.DB, batch []*submitUnit, runner string) ([]*submitUnit, error) {
 	id := batch[0].id
 	for _, u := range batch {
 		u.err = nil
@@ -590,7 +601,7 @@ func (a *App) commitSubmitsTx(tx *gorm.DB, batch []*submitUnit) ([]*submitUnit, 
 	if err := a.uncountSubmitsTx(tx, id, counted, countJobs(accepted)); err != nil || len(accepted) == 0 {
 		return accepted, err
 	}
-	return accepted, a.storeSubmitsTx(tx, id, accepted)
+	return accepted, a.storeSubmitsTx(tx, id, accepted, runner)
 }
 
 // admitSubmitsTx counts every job of the batch at once (one statement) and returns the units within the
@@ -669,9 +680,19 @@ func (a *App) uncountSubmitsTx(tx *gorm.DB, id *Identity, counted, accepted int)
 }
 
 // storeSubmitsTx stores the jobs of the accepted units, records the tenant's usage of each service and
-// queues the jobs.
-func (a *App) storeSubmitsTx(tx *gorm.DB, id *Identity, accepted []*submitUnit) error {
+// queues the jobs, or, with a runner name, stores them held by that process (Holder), which runs them
+// once the transaction commits.
+func (a *App) storeSubmitsTx(tx *gorm.DB, id *Identity, accepted []*submitUnit, runner string) error {
 	all, work, counts := submittedJobs(accepted)
+	for _, j := range all {
+		j.Runner = nil
+		if runner != "" {
+			j.Runner = &runner
+		}
+	}
+	if runner != "" {
+		work = nil
+	}
 	if err := tx.CreateInBatches(all, 200).Error; err != nil {
 		return Internal("job: create", err)
 	}

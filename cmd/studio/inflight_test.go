@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -317,6 +318,118 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 	_, bal := b.call(t, "GET", "/api/balance", key, nil)
 	if got := bal["credits"].(float64); got != 5000-2*n {
 		t.Fatalf("credits = %v, want %d (each job charged once)", got, 5000-2*n)
+	}
+	auditLedger(t, dbURL)
+}
+
+// queuedImageJobs returns, of ids, the jobs the queue holds a run of (River's image_job rows) and the
+// jobs held by a process (their runner column set).
+func queuedImageJobs(t *testing.T, dbURL string, ids []string) (queued, held map[string]bool) {
+	t.Helper()
+	db, err := models.OpenDB(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var args []string
+	if err := db.Gorm.Raw("SELECT CAST(args AS TEXT) FROM river_job WHERE kind = ?", "image_job").Scan(&args).Error; err != nil {
+		t.Fatal(err)
+	}
+	var runners []string
+	if err := db.Gorm.Raw("SELECT id FROM jobs WHERE runner IS NOT NULL AND id IN ?", ids).Scan(&runners).Error; err != nil {
+		t.Fatal(err)
+	}
+	queued, held = map[string]bool{}, map[string]bool{}
+	ofIDs := map[string]bool{}
+	for _, id := range ids {
+		ofIDs[id] = true
+	}
+	for _, a := range args {
+		var v struct {
+			JobID string `json:"job_id"`
+		}
+		if json.Unmarshal([]byte(a), &v) == nil && ofIDs[v.JobID] {
+			queued[v.JobID] = true
+		}
+	}
+	for _, id := range runners {
+		held[id] = true
+	}
+	return queued, held
+}
+
+// The replica that accepts a submit holds its jobs from the start: their upstream calls begin without
+// a run of the queue (no queued row, the job's runner set in the submit's transaction). A replica that
+// is draining queues what it still accepts, and hands back what it holds when its grace ends; another
+// replica finishes both, each job charged once.
+func TestSubmittedJobsAreHeldFromTheSubmitAndQueuedWhileDraining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	up := newSlowImages(t, 200*time.Millisecond)
+	up.hold()
+	dir := t.TempDir()
+	ups := filepath.Join(dir, "upstreams.yaml")
+	yaml := fmt.Sprintf(`upstreams:
+  - {name: img-a, provider: alpha, media: image, family: gen2, protocol: openai, base_url: %s, api_key: k, model: m, soft_timeout: 60s}
+`, up.srv.URL+"/v1")
+	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminKey := models.NewAPIKey()
+	dbURL := modelstest.URLFor(t)
+	env := []string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
+		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_DRAIN_WINDOW=3s", "SERVICE_SHUTDOWN_GRACE=1s", "SERVICE_GENERATE_RATE=100000"}
+	a := startStudio(t, env, "serve")
+	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 100})
+	key := created["api_key"].(string)
+	const n = 20
+	ids := submitBatches(t, a, key, "held", "", n)
+	for deadline := time.Now().Add(10 * time.Second); up.calls.Load() < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream got %d of %d calls", up.calls.Load(), n)
+		}
+	}
+	queued, held := queuedImageJobs(t, dbURL, ids)
+	if len(queued) != 0 || len(held) != n {
+		t.Fatalf("accepted by a running replica: %d of %d jobs queued, %d held: want none queued, all held", len(queued), n, len(held))
+	}
+	// Draining: what the replica still accepts is queued for another one, not held.
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if status, body := a.call(t, "GET", "/api/ready", "", nil); status == http.StatusServiceUnavailable && body["workers"] == "draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/api/ready did not answer 503 draining within a second of SIGTERM")
+		}
+	}
+	late := submitBatches(t, a, key, "late", "", 5)
+	queued, held = queuedImageJobs(t, dbURL, late)
+	for _, id := range late {
+		if !queued[id] || held[id] {
+			t.Fatalf("job %s accepted while draining: queued %v, held %v: want queued", id, queued[id], held[id])
+		}
+	}
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("studio exited with %v", err)
+	}
+	queued, held = queuedImageJobs(t, dbURL, ids)
+	if len(queued) != n || len(held) != 0 {
+		t.Fatalf("after the grace: %d of %d held jobs queued, %d still held: want all handed back", len(queued), n, len(held))
+	}
+	up.release()
+	b := startStudio(t, env, "serve")
+	all := append(ids, late...)
+	done, failed, failures := waitAllEnded(t, b, key, all, 60*time.Second)
+	if failed > 0 || done != len(all) {
+		t.Fatalf("%d done, %d failed (%v)", done, failed, failures)
+	}
+	_, bal := b.call(t, "GET", "/api/balance", key, nil)
+	if got := bal["credits"].(float64); got != float64(100-len(all)) {
+		t.Fatalf("credits = %v, want %d (each job charged once)", got, 100-len(all))
 	}
 	auditLedger(t, dbURL)
 }
