@@ -488,8 +488,9 @@ func (a *App) rateLimited(kind string, limit int, retry time.Duration) error {
 		Message: fmt.Sprintf("rate limit exceeded: at most %d %s calls per hour; retry in %d s", limit, kind, int(retry.Seconds())+1)}
 }
 
-// CreateImageJobs charges and stores prepared image jobs and queues them, all in one transaction:
-// every job of the call is accepted or none is. Concurrent calls of one identity are committed together
+// CreateImageJobs charges and stores prepared image jobs and queues them (or, on a process that holds
+// submits, stores them held by it: Holder), all in one transaction: every job of the call is accepted or
+// none is. Concurrent calls of one identity are committed together
 // (one transaction for all of them, each keeping its own outcome), so a busy tenant is not serialised
 // on its pool row one request at a time.
 func (js *JobService) CreateImageJobs(ctx context.Context, id *Identity, items []*PreparedImage) ([]*Job, error) {
