@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river/rivertype"
 
 	"studio/models"
 )
@@ -57,8 +58,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		N     int64
 	}
 	if db.Raw("SELECT state, COUNT(*) AS n FROM river_job GROUP BY state").Scan(&rows).Error == nil {
+		// Every state, 0 when no row has it: an empty queue (jobs held from their submit) still shows.
+		byState := map[string]int64{}
 		for _, r := range rows {
-			ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(r.N), r.State)
+			byState[r.State] = r.N
+		}
+		for _, st := range rivertype.JobStates() {
+			ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(byState[string(st)]), string(st))
 		}
 	}
 	ageSQL := "SELECT COALESCE(EXTRACT(EPOCH FROM now() - MIN(scheduled_at)), 0) AS age FROM river_job WHERE state = 'available'"

@@ -100,6 +100,25 @@ func (s *slowImages) figures() (most int, prompts map[string]int) {
 	return s.most, out
 }
 
+// slowImagesEnv writes an upstreams file with one image upstream on up (more: its extra fields) and
+// returns a fresh database's URL, an admin key and the environment of a replica over them (plus extra).
+func slowImagesEnv(t *testing.T, up *slowImages, more string, extra ...string) (dbURL, adminKey string, env []string) {
+	t.Helper()
+	dir := t.TempDir()
+	ups := filepath.Join(dir, "upstreams.yaml")
+	yaml := fmt.Sprintf(`upstreams:
+  - {name: img-a, provider: alpha, media: image, family: gen2, protocol: openai, base_url: %s, api_key: k, model: m, %s}
+`, up.srv.URL+"/v1", more)
+	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminKey = models.NewAPIKey()
+	dbURL = modelstest.URLFor(t)
+	env = append([]string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
+		"SERVICE_ADMIN_KEY=" + adminKey}, extra...)
+	return dbURL, adminKey, env
+}
+
 // submitBatches submits n jobs in batches of 32 with prompts prefix 0..n-1 and returns their ids.
 func submitBatches(t *testing.T, p *proc, key, prefix, model string, n int) []string {
 	t.Helper()
@@ -157,18 +176,8 @@ func TestJobsWaitingForASlotAreNeitherFailedNorChargedTwice(t *testing.T) {
 		t.Skip("process test")
 	}
 	up := newSlowImages(t, 1500*time.Millisecond)
-	dir := t.TempDir()
-	ups := filepath.Join(dir, "upstreams.yaml")
-	yaml := fmt.Sprintf(`upstreams:
-  - {name: img-a, provider: alpha, media: image, family: gen2, protocol: openai, base_url: %s, api_key: k, model: m, soft_timeout: 20s, max_concurrency: 2}
-`, up.srv.URL+"/v1")
-	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	adminKey := models.NewAPIKey()
-	dbURL := modelstest.URLFor(t)
-	env := []string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
-		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_JOB_DEADLINE=3s", "SERVICE_GENERATE_RATE=100000"}
+	dbURL, adminKey, env := slowImagesEnv(t, up, "soft_timeout: 20s, max_concurrency: 2",
+		"SERVICE_JOB_DEADLINE=3s", "SERVICE_GENERATE_RATE=100000")
 	p := startStudio(t, env, "serve")
 	_, created := p.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 100})
 	key := created["api_key"].(string)
@@ -368,18 +377,8 @@ func TestSubmittedJobsAreHeldFromTheSubmitAndQueuedWhileDraining(t *testing.T) {
 	}
 	up := newSlowImages(t, 200*time.Millisecond)
 	up.hold()
-	dir := t.TempDir()
-	ups := filepath.Join(dir, "upstreams.yaml")
-	yaml := fmt.Sprintf(`upstreams:
-  - {name: img-a, provider: alpha, media: image, family: gen2, protocol: openai, base_url: %s, api_key: k, model: m, soft_timeout: 60s}
-`, up.srv.URL+"/v1")
-	if err := os.WriteFile(ups, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	adminKey := models.NewAPIKey()
-	dbURL := modelstest.URLFor(t)
-	env := []string{"DATABASE_URL=" + dbURL, "SERVICE_DATA_DIR=" + dir, "SERVICE_UPSTREAMS=" + ups,
-		"SERVICE_ADMIN_KEY=" + adminKey, "SERVICE_DRAIN_WINDOW=3s", "SERVICE_SHUTDOWN_GRACE=1s", "SERVICE_GENERATE_RATE=100000"}
+	dbURL, adminKey, env := slowImagesEnv(t, up, "soft_timeout: 60s",
+		"SERVICE_DRAIN_WINDOW=3s", "SERVICE_SHUTDOWN_GRACE=1s", "SERVICE_GENERATE_RATE=100000")
 	a := startStudio(t, env, "serve")
 	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 100})
 	key := created["api_key"].(string)
