@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,33 @@ func TestKlingCancelRefusalAndErrorClasses(t *testing.T) {
 	_, err := e.svc.App.Jobs().SubmitImages(context.Background(), e.tenant, []models.GenerateRequest{{Prompt: ptr("x"), Background: "transparent"}})
 	if models.KindOf(err) != models.KindNoUpstream {
 		t.Fatalf("transparent = %v", err)
+	}
+}
+
+// A replica died between sending an image submission and recording its answer (the job's upstream task
+// stays "submitting"): Kling cannot look image tasks up by reference, so the replica that takes the job
+// up fails it with its refund instead of queuing it again and again, and submits nothing.
+func TestKlingImageInterruptedInItsSubmissionFailsRefunded(t *testing.T) {
+	f := klingfake.New()
+	t.Cleanup(f.Close)
+	e := newTaskEnv(t, klingUpstreams(f, klingfake.AccessKey)...)
+	before := e.spendable()
+	if err := e.svc.Stop(context.Background()); err != nil { // the job is queued, nobody runs it yet
+		t.Fatal(err)
+	}
+	j := e.image(models.GenerateRequest{Prompt: ptr("a lost cup")})
+	if _, err := e.svc.App.Jobs().BeginUpstreamSubmit(context.Background(), j.ID, string(upstream.MediaImage), "kolors-a"); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	failed := e.waitJob(j.ID)
+	if failed.Status != models.JobFailed || failed.Error == nil || !strings.Contains(*failed.Error, "interrupted while it was being submitted") {
+		t.Fatalf("job %s (%v): want failed as a lost submission", failed.Status, failed.Error)
+	}
+	if got := e.spendable(); got != before {
+		t.Fatalf("spendable %d after the failure, want %d (refunded)", got, before)
+	}
+	if n := len(f.Requests(http.MethodPost, "/v1/images/generations")); n != 0 {
+		t.Fatalf("%d submissions, want none", n)
 	}
 }

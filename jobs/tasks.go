@@ -123,13 +123,17 @@ func (s *Service) resumeSubmission(ctx context.Context, row *models.UpstreamTask
 		return u, row.TaskID, nil
 	}
 	f, ok := u.Tasks().(upstream.Finder)
-	if !ok {
+	var found *upstream.Task
+	var err error
+	if ok {
+		fctx, cancel := context.WithTimeout(ctx, u.SoftTimeout)
+		found, err = f.Find(fctx, upstream.Media(row.Media), row.Ref)
+		cancel()
+	}
+	if !ok || errors.Is(err, upstream.ErrNotFindable) {
 		slog.Warn("tasks: a submission was interrupted before its answer; the provider cannot find it by reference", "owner", row.OwnerID, "upstream", row.Upstream)
 		return nil, "", errLostSubmission
 	}
-	fctx, cancel := context.WithTimeout(ctx, u.SoftTimeout)
-	found, err := f.Find(fctx, upstream.Media(row.Media), row.Ref)
-	cancel()
 	if err != nil {
 		return nil, "", fmt.Errorf("jobs: look up the submission of %s: %w", row.OwnerID, err)
 	}

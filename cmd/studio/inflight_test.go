@@ -296,12 +296,17 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 		inFlight := direct.inFlight
 		direct.mu.Unlock()
 		submitted := len(tasks.Requests(http.MethodPost, "/v1/images/generations"))
-		if inFlight == n && submitted == n {
-			t.Logf("killing the replica with %d calls in flight and %d tasks submitted", inFlight, submitted)
+		// A task is polled once its submission's answer was recorded: then it is followed, not lost.
+		polled := map[string]bool{}
+		for _, r := range tasks.Requests(http.MethodGet, "/v1/images/generations/") {
+			polled[r.Path] = true
+		}
+		if inFlight == n && submitted == n && len(polled) == n {
+			t.Logf("killing the replica with %d calls in flight and %d tasks submitted and polled", inFlight, submitted)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the replica holds %d calls and submitted %d tasks, want %d each", inFlight, submitted, n)
+			t.Fatalf("the replica holds %d calls, submitted %d tasks and polled %d, want %d each", inFlight, submitted, len(polled), n)
 		}
 	}
 	if err := a.cmd.Process.Kill(); err != nil {

@@ -84,9 +84,14 @@ type TaskAdapter interface {
 
 // Finder is implemented by protocols whose provider lets the client name a task (TaskRequest.Ref).
 type Finder interface {
-	// Find returns the task submitted with ref, or nil (and no error) when the provider has none.
+	// Find returns the task submitted with ref, or nil (and no error) when the provider has none; an error
+	// wrapping ErrNotFindable when the provider cannot look tasks of that media up by reference.
 	Find(ctx context.Context, media Media, ref string) (*Task, error)
 }
+
+// ErrNotFindable marks a Find of a media whose tasks the provider cannot look up by reference: a
+// submission of it whose answer was lost cannot be followed (a retry would not help).
+var ErrNotFindable = errors.New("the provider cannot find tasks of this media by reference")
 
 // ErrUnknownOutcome marks a submission whose answer never came (a time-out, a connection cut after
 // the request was sent): the provider may have started, and may charge for, a task.

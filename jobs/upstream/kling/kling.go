@@ -299,7 +299,7 @@ func (a *Adapter) Poll(ctx context.Context, _ upstream.Media, id string) (*upstr
 // Find looks a video task up by studio's reference (external_task_id), under both video kinds.
 func (a *Adapter) Find(ctx context.Context, m upstream.Media, ref string) (*upstream.Task, error) {
 	if m != upstream.MediaVideo {
-		return nil, fmt.Errorf("kling: image tasks cannot be found by reference")
+		return nil, fmt.Errorf("kling: image tasks: %w", upstream.ErrNotFindable)
 	}
 	for _, kind := range []string{"videos/text2video", "videos/image2video"} {
 		d, err := a.call(ctx, http.MethodGet, "/v1/"+kind+"/"+url.PathEscape(ref), nil)
