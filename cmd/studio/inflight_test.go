@@ -290,6 +290,7 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 	_, created := a.call(t, "POST", "/api/admin", adminKey, map[string]any{"action": "tenant-create", "name": "Acme", "credits": 5000})
 	key := created["api_key"].(string)
 	const n = 1000
+	start := time.Now()
 	ids := append(submitBatches(t, a, key, "sync", "gen2", n), submitBatches(t, a, key, "task", "kolors", n)...)
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		direct.mu.Lock()
@@ -302,7 +303,8 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 			polled[r.Path] = true
 		}
 		if inFlight == n && submitted == n && len(polled) == n {
-			t.Logf("killing the replica with %d calls in flight and %d tasks submitted and polled", inFlight, submitted)
+			t.Logf("killing the replica with %d calls in flight and %d tasks submitted and polled, %s after the first submit",
+				inFlight, submitted, time.Since(start).Round(100*time.Millisecond))
 			break
 		}
 		if time.Now().After(deadline) {
@@ -316,10 +318,12 @@ func TestKilledReplicaWithThousandsInFlightFinishesEveryOne(t *testing.T) {
 	tasks.SetPolls(1, 1) // unfinished tasks end at their next polls
 	direct.release()
 	b := startStudio(t, env, "serve")
+	killed := time.Now()
 	done, failed, failures := waitAllEnded(t, b, key, ids, 3*time.Minute)
 	if failed > 0 || done != 2*n {
 		t.Fatalf("%d done, %d failed (%v)", done, failed, failures[:min(len(failures), 5)])
 	}
+	t.Logf("all %d ended %s after the next replica started", 2*n, time.Since(killed).Round(100*time.Millisecond))
 	if got := len(tasks.Requests(http.MethodPost, "/v1/images/generations")); got != n {
 		t.Fatalf("%d task submissions for %d jobs: a task was submitted twice", got, n)
 	}
