@@ -74,7 +74,10 @@ func heldOutsideQueue(ctx context.Context) bool {
 // processes share each max_concurrency.
 func (in *inflight) start(ctx context.Context) error {
 	in.base, in.cancel = context.WithCancel(ctx)
-	if err := in.s.App.Runners().Beat(ctx, in.id); err != nil {
+	// The heartbeat uses the requests' pool: behind a backlog of completions in the small work pool it
+	// could come late enough for this process to look dead, and its jobs to be run a second time.
+	hb := models.RequestContext(ctx)
+	if err := in.s.App.Runners().Beat(hb, in.id); err != nil {
 		return err
 	}
 	in.beat(ctx)
@@ -90,7 +93,7 @@ func (in *inflight) start(ctx context.Context) error {
 				return
 			case <-t.C:
 			}
-			if err := in.s.App.Runners().Beat(ctx, in.id); err != nil && ctx.Err() == nil {
+			if err := in.s.App.Runners().Beat(hb, in.id); err != nil && ctx.Err() == nil {
 				slog.Warn("jobs: heartbeat of the generations in flight failed", "err", err)
 			}
 			in.beat(ctx)
@@ -101,7 +104,7 @@ func (in *inflight) start(ctx context.Context) error {
 
 // beat updates the processes sharing the upstreams' bounds and retries the releases that failed.
 func (in *inflight) beat(ctx context.Context) {
-	if n, err := in.s.App.Runners().Live(ctx); err == nil {
+	if n, err := in.s.App.Runners().Live(models.RequestContext(ctx)); err == nil {
 		in.s.Engine.SetProcesses(n)
 	}
 	in.mu.Lock()

@@ -72,10 +72,13 @@ func finalSteps(raw []byte, ok bool) []byte {
 // job still being pending, so a job that already ended (another worker finished it) is left alone.
 func (js *JobService) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD float64, elapsed time.Duration) error {
 	a := js.a
-	now := a.Now()
-	up := map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds(), "status": JobDone,
-		"progress": "", "updated_at": now, "finished_at": now, "steps": finalSteps(j.Steps, true)}
+	steps := finalSteps(j.Steps, true)
+	// The job's end is read from the clock once its connection is taken (a busy pool may keep a
+	// completion waiting): finished_at is when the job is seen done, not when it began to wait.
 	finish := func(tx *gorm.DB) error {
+		now := a.Now()
+		up := map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds(), "status": JobDone,
+			"progress": "", "updated_at": now, "finished_at": now, "steps": steps}
 		res := tx.Model(&Job{}).Where("id = ? AND "+jobIsOpen, j.ID).Updates(up)
 		if res.Error != nil {
 			return res.Error
@@ -91,7 +94,7 @@ func (js *JobService) CompleteJob(ctx context.Context, j *Job, cdnURL string, co
 	var err error
 	if j.CallbackURL == "" {
 		// One conditional statement: no transaction needed.
-		err = finish(a.DB.WithContext(ctx))
+		err = a.DB.onConn(ctx, finish)
 	} else {
 		err = a.Tx(ctx, finish)
 	}
