@@ -22,6 +22,8 @@ type App struct {
 	// Now is the clock; tests replace it.
 	Now     func() time.Time
 	submits *groupCommit[*submitUnit]
+	// completions commits the image jobs' completions that come together (CompleteJob).
+	completions *groupCommit[*completeUnit]
 	// Resolver looks up the hosts of submitted callback and media URLs (CheckPublicHost); nil means
 	// net.DefaultResolver. Tests point it at a name server they control.
 	Resolver Resolver
@@ -36,6 +38,7 @@ func NewApp(ctx context.Context, db *DB, cfg Config, deps Deps) (*App, error) {
 	a := &App{DB: db, Config: cfg, Now: func() time.Time { return time.Now().UTC() }, deps: deps}
 	a.initServices()
 	a.submits = newSubmitBatcher(a)
+	a.completions = newCompleteBatcher(a)
 	secret := cfg.Secret
 	if secret == "" {
 		var err error

@@ -187,23 +187,6 @@ func RequestContext(ctx context.Context) context.Context {
 	return context.WithValue(ctx, workKey{}, false)
 }
 
-// onConn runs fn with a session bound to one connection of ctx's pool, taken before fn runs: the time
-// fn reads from the clock is when its statements run, not when they began to wait for a connection.
-func (d *DB) onConn(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	pool := d.SQL
-	if isWork(ctx) && d.Work != nil {
-		pool = d.Work
-	}
-	conn, err := pool.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	tx := d.Gorm.WithContext(ctx)
-	tx.Statement.ConnPool = conn
-	return fn(tx)
-}
-
 // pools is GORM's connection pool on PostgreSQL: each statement or transaction goes to the pool of its
 // context.
 type pools struct{ requests, work *sql.DB }

@@ -70,43 +70,98 @@ func finalSteps(raw []byte, ok bool) []byte {
 // CompleteJob marks a pending job done with its result and queues its callback, in one transaction.
 // j is the job as its worker loaded it (its steps and callback URL); the update is conditional on the
 // job still being pending, so a job that already ended (another worker finished it) is left alone.
+// Completions that come together are committed together (one statement and one transaction for the
+// batch: commitCompletions), so that a thousand generations answering in the same second do not queue
+// for the few connections of background work one statement each.
 func (js *JobService) CompleteJob(ctx context.Context, j *Job, cdnURL string, costUSD float64, elapsed time.Duration) error {
 	a := js.a
-	steps := finalSteps(j.Steps, true)
-	// The job's end is read from the clock once its connection is taken (a busy pool may keep a
-	// completion waiting): finished_at is when the job is seen done, not when it began to wait.
-	finish := func(tx *gorm.DB) error {
-		now := a.Now()
-		up := map[string]any{"cdn_url": cdnURL, "cost_usd": costUSD, "elapsed_ms": elapsed.Milliseconds(), "status": JobDone,
-			"progress": "", "updated_at": now, "finished_at": now, "steps": steps}
-		res := tx.Model(&Job{}).Where("id = ? AND "+jobIsOpen, j.ID).Updates(up)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return errJobEnded
-		}
-		if j.CallbackURL != "" {
-			return a.enqueue(tx, Work{Kind: WorkCallback, ID: j.ID})
-		}
-		return nil
+	u := &completeUnit{j: j, cdnURL: cdnURL, costUSD: costUSD, elapsed: elapsed}
+	a.completions.do(ctx, "", u)
+	if u.err != nil {
+		return asCoreError("job: complete", u.err)
 	}
-	var err error
-	if j.CallbackURL == "" {
-		// One conditional statement: no transaction needed.
-		err = a.DB.onConn(ctx, finish)
-	} else {
-		err = a.Tx(ctx, finish)
+	if u.done {
+		metrics.JobsEnded.WithLabelValues("image", string(JobDone)).Inc()
+		a.notify(ctx, TopicJob, j.ID)
 	}
-	if err == errJobEnded {
-		return nil
-	}
-	if err != nil {
-		return asCoreError("job: complete", err)
-	}
-	metrics.JobsEnded.WithLabelValues("image", string(JobDone)).Inc()
-	a.notify(ctx, TopicJob, j.ID)
 	return nil
+}
+
+// completeUnit is one job's completion waiting to be committed; done says whether the batch ended the
+// job (false when it had ended already).
+type completeUnit struct {
+	j       *Job
+	cdnURL  string
+	costUSD float64
+	elapsed time.Duration
+	done    bool
+	err     error
+}
+
+// maxCompleteBatch bounds the completions of one statement (5 parameters each).
+const maxCompleteBatch = 200
+
+func newCompleteBatcher(a *App) *groupCommit[*completeUnit] {
+	return &groupCommit[*completeUnit]{max: maxCompleteBatch, size: func(*completeUnit) int { return 1 }, commit: a.commitCompletions}
+}
+
+// commitCompletions ends the open jobs of a batch in one transaction: one conditional UPDATE for them
+// all, and the callbacks of those it ended. The time of their end is read once the transaction holds its
+// connection (a busy pool may keep a batch waiting): finished_at is when the jobs are seen done.
+func (a *App) commitCompletions(ctx context.Context, batch []*completeUnit) {
+	var ended map[string]bool
+	err := a.Tx(ctx, func(tx *gorm.DB) error {
+		var err error
+		if ended, err = completeJobsTx(tx, a.DB.Dialect, batch, a.Now()); err != nil {
+			return err
+		}
+		var work []Work
+		for _, u := range batch {
+			if ended[u.j.ID] && u.j.CallbackURL != "" {
+				work = append(work, Work{Kind: WorkCallback, ID: u.j.ID})
+			}
+		}
+		return a.enqueue(tx, work...)
+	})
+	for _, u := range batch {
+		u.err, u.done = err, err == nil && ended[u.j.ID]
+	}
+}
+
+// completeJobsTx marks the open jobs of batch done with their results in one statement and returns the
+// ids of those it ended.
+func completeJobsTx(tx *gorm.DB, dialect Dialect, batch []*completeUnit, now time.Time) (map[string]bool, error) {
+	stepsType := "TEXT"
+	if dialect == Postgres {
+		stepsType = "JSONB" // steps is jsonb on PostgreSQL, text on SQLite
+	}
+	row := "SELECT CAST(? AS VARCHAR(36)) AS id, CAST(? AS TEXT) AS cdn_url, CAST(? AS DOUBLE PRECISION) AS cost_usd, " +
+		"CAST(? AS BIGINT) AS elapsed_ms, CAST(? AS " + stepsType + ") AS steps"
+	var rows strings.Builder
+	args := []any{JobDone, now, now}
+	for i, u := range batch {
+		if i > 0 {
+			rows.WriteString(" UNION ALL ")
+		}
+		rows.WriteString(row)
+		var steps any // NULL for a job without steps
+		if s := finalSteps(u.j.Steps, true); len(s) > 0 {
+			steps = string(s)
+		}
+		args = append(args, u.j.ID, u.cdnURL, u.costUSD, u.elapsed.Milliseconds(), steps)
+	}
+	var ids []string
+	err := tx.Raw(`UPDATE jobs SET status = ?, progress = '', updated_at = ?, finished_at = ?, cdn_url = v.cdn_url,
+		cost_usd = v.cost_usd, elapsed_ms = v.elapsed_ms, steps = v.steps
+		FROM (`+rows.String()+`) AS v WHERE jobs.id = v.id AND jobs.`+jobIsOpen+` RETURNING jobs.id`, args...).Scan(&ids).Error
+	if err != nil {
+		return nil, err
+	}
+	ended := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		ended[id] = true
+	}
+	return ended, nil
 }
 
 // jobIsOpen is the condition of a job that has not ended, for the conditional updates of one job by id.
