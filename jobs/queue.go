@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -259,8 +260,33 @@ func (w *probeWorker) Timeout(*river.Job[ProbeArgs]) time.Duration { return peri
 func (w *sweepWorker) Timeout(*river.Job[SweepArgs]) time.Duration { return periodicTimeout }
 
 // warnings passes on River's warnings and errors only: its informational lines (producer job counts every
-// 30 s, "entering poll only mode" on SQLite) say nothing an operator acts on.
+// 30 s, "entering poll only mode" on SQLite) say nothing an operator acts on. An error that is only the
+// queue's own context ending (a maintenance pass cut by the stop, such as the periodic job enqueuer's
+// "Error starting transaction ... context canceled") is passed on as information: a replica that stops
+// has nothing to fix.
 type warnings struct{ slog.Handler }
+
+func (w warnings) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError && cutByStop(r) {
+		r = r.Clone()
+		r.Level = slog.LevelInfo
+	}
+	return w.Handler.Handle(ctx, r)
+}
+
+// cutByStop reports whether a record's error ends in a cancelled context (River's contexts are cancelled
+// only by the stop). A deadline passed stays an error: a database too slow for a maintenance pass is one.
+func cutByStop(r slog.Record) bool {
+	cut := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "error" {
+			cut = strings.HasSuffix(a.Value.String(), context.Canceled.Error())
+			return false
+		}
+		return true
+	})
+	return cut
+}
 
 func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
