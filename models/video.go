@@ -530,13 +530,14 @@ func (a *App) videoProgress(t *VideoTask, reported int) int {
 
 // CompleteVideoTask marks a running task done with the stored video's URL and the upstream's cost. It
 // reports false, changing nothing, when the task is no longer running (cancelled meanwhile). finished_at
-// is read once the statement holds its connection (a busy pool may keep it waiting), as for jobs.
+// is read once the transaction holds a connection of its context's pool (a busy pool may keep it
+// waiting), as for jobs (commitCompletions).
 func (vs *VideoService) CompleteVideoTask(ctx context.Context, taskID, videoURL string, costUSD float64) (bool, error) {
 	a := vs.a
 	var done bool
-	err := a.DB.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+	err := a.Tx(ctx, func(tx *gorm.DB) error {
 		now := a.Now()
-		res := conn.Model(&VideoTask{}).Where("id = ? AND status = ?", taskID, VideoRunning).Updates(map[string]any{
+		res := tx.Model(&VideoTask{}).Where("id = ? AND status = ?", taskID, VideoRunning).Updates(map[string]any{
 			"status": VideoDone, "video_url": videoURL, "progress": 100, "cost_usd": costUSD,
 			"updated_at": now, "finished_at": now})
 		done = res.RowsAffected == 1
