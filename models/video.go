@@ -529,24 +529,17 @@ func (a *App) videoProgress(t *VideoTask, reported int) int {
 }
 
 // CompleteVideoTask marks a running task done with the stored video's URL and the upstream's cost. It
-// reports false, changing nothing, when the task is no longer running (cancelled meanwhile). finished_at
-// is read once the transaction holds a connection of its context's pool (a busy pool may keep it
-// waiting), as for jobs (commitCompletions).
+// reports false, changing nothing, when the task is no longer running (cancelled meanwhile).
 func (vs *VideoService) CompleteVideoTask(ctx context.Context, taskID, videoURL string, costUSD float64) (bool, error) {
 	a := vs.a
-	var done bool
-	err := a.Tx(ctx, func(tx *gorm.DB) error {
-		now := a.Now()
-		res := tx.Model(&VideoTask{}).Where("id = ? AND status = ?", taskID, VideoRunning).Updates(map[string]any{
-			"status": VideoDone, "video_url": videoURL, "progress": 100, "cost_usd": costUSD,
-			"updated_at": now, "finished_at": now})
-		done = res.RowsAffected == 1
-		return res.Error
-	})
-	if err != nil {
-		return false, Internal("video: complete", err)
+	now := a.Now()
+	res := a.DB.WithContext(ctx).Model(&VideoTask{}).Where("id = ? AND status = ?", taskID, VideoRunning).Updates(map[string]any{
+		"status": VideoDone, "video_url": videoURL, "progress": 100, "cost_usd": costUSD,
+		"updated_at": now, "finished_at": now})
+	if res.Error != nil {
+		return false, Internal("video: complete", res.Error)
 	}
-	if !done {
+	if res.RowsAffected != 1 {
 		return false, nil
 	}
 	a.notify(ctx, TopicVideo, taskID)
